@@ -1,0 +1,22 @@
+"""toolkit: test tool-using LLM agents by simulation, and decide with honest statistics
+whether a change helped.
+
+``import toolkit as tk``. This module only re-exports: each star import below pulls the
+``__all__`` of one public module, and ``__all__`` here is every public name so gathered.
+Keep the imports in dependency order (lower layers first).
+"""
+
+import types as _types
+
+from toolkit._errors import ConfigError, KnobError, RowError, SchemaError, ToolkitError
+from toolkit._version import __version__
+
+# --- public modules: one star import each -------------------------------------------
+
+# --------------------------------------------------------------------------------------
+
+__all__ = sorted(
+    name
+    for name, value in dict(globals()).items()
+    if not name.startswith("_") and not isinstance(value, _types.ModuleType)
+) + ["__version__"]
