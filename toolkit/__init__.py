@@ -12,7 +12,12 @@ from toolkit._errors import ConfigError, KnobError, RowError, SchemaError, Toolk
 from toolkit._version import __version__
 
 # --- public modules: one star import each -------------------------------------------
+from toolkit.rows import *  # noqa: F401,F403
+from toolkit.tau_bench import *  # noqa: F401,F403
+from toolkit.datasets import *  # noqa: F401,F403
+from toolkit.stats import *  # noqa: F401,F403
 
+from toolkit import plots  # noqa: F401  (figures: tk.plots.pass_at_k_curve, ...)
 # --------------------------------------------------------------------------------------
 
 __all__ = sorted(

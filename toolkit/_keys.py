@@ -7,6 +7,7 @@ situation pool into one task and the bootstrap resamples tasks, not rollouts.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Mapping
 from typing import Any
 
@@ -35,7 +36,9 @@ def numeric_reward(row: Mapping[str, Any], field: str | None = None) -> float | 
         value = row.get(name)
         if value is None:
             continue
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+        # numbers.Real admits numpy integer and float scalars (rows built with numpy);
+        # bools are refused, numpy's included, because True is not a score.
+        if isinstance(value, bool) or type(value).__name__ == "bool_" or not isinstance(value, numbers.Real):
             return None
         number = float(value)
         return number if math.isfinite(number) else None

@@ -5,9 +5,10 @@ One star import per figure module below; ``__all__`` is their union plus the sty
 
 import types as _types
 
-from toolkit.plots._style import PALETTE, export_figure, new_figure
+from toolkit.plots._style import PALETTE, enable_notebook_display, export_figure, new_figure
 
 # --- figure modules ---------------------------------------------------------------------
+from toolkit.plots.statistics import *  # noqa: F401,F403
 
 # ----------------------------------------------------------------------------------------
 
@@ -16,3 +17,5 @@ __all__ = sorted(
     for name, value in dict(globals()).items()
     if not name.startswith("_") and not isinstance(value, _types.ModuleType)
 )
+
+enable_notebook_display()

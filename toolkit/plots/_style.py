@@ -13,7 +13,7 @@ from pathlib import Path
 import matplotlib
 from matplotlib.figure import Figure
 
-__all__ = ["PALETTE", "paper_rc", "new_figure", "export_figure", "interval_band"]
+__all__ = ["PALETTE", "paper_rc", "new_figure", "export_figure", "interval_band", "enable_notebook_display"]
 
 # Okabe & Ito (2008), "Color Universal Design": distinguishable under the common forms of
 # colour blindness and in greyscale print.
@@ -82,3 +82,31 @@ def export_figure(figure: Figure, path: str | Path, formats: tuple[str, ...] = (
             figure.savefig(target, format=fmt, dpi=300 if fmt == "png" else None)
             written.append(target)
     return written
+
+
+def _figure_png(figure: Figure) -> bytes:
+    import io
+
+    buffer = io.BytesIO()
+    with _style():
+        figure.savefig(buffer, format="png", dpi=figure.dpi)
+    return buffer.getvalue()
+
+
+def enable_notebook_display() -> bool:
+    """Let IPython show a bare ``Figure`` (the last expression of a cell) as a PNG.
+
+    Our figures are made without pyplot, so matplotlib's inline backend never registers
+    them, and with any other backend (Agg in a headless run) a notebook would print
+    ``<Figure size ...>`` instead of the picture. Called on ``import toolkit``; a no-op
+    outside IPython. Returns whether a formatter was registered.
+    """
+    try:
+        from IPython import get_ipython
+    except ImportError:  # IPython comes with jupyterlab; this guards bare installs
+        return False
+    shell = get_ipython()
+    if shell is None:
+        return False
+    shell.display_formatter.formatters["image/png"].for_type(Figure, _figure_png)
+    return True

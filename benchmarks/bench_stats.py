@@ -1,0 +1,134 @@
+"""Time toolkit's resampling statistics next to scipy's, and check they agree.
+
+Run: ``.venv/bin/python benchmarks/bench_stats.py [--repeats 5]``
+
+Data as in reference peers.md B.1: 1,000 per-task pass rates drawn as
+Binomial(8, Beta(2, 2)) / 8, and paired differences N(0.03, 0.2). Each cell is the median
+of ``--repeats`` runs (scipy's exact n = 20 path, which enumerates 2^20 patterns in
+Python, runs once). Targets (issue 2, section 5): bootstrap no slower than scipy;
+sign-flip Monte Carlo >= 8x faster; exact sign-flip n = 16 >= 25x faster.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+
+import numpy as np
+import scipy
+from scipy import stats
+
+import toolkit as tk
+
+
+def _mean(x, axis=-1):
+    return np.mean(x, axis=axis)
+
+
+def _time(function, repeats):
+    times, value = [], None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        value = function()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times), value
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    repeats = args.repeats
+
+    rng = np.random.default_rng(2026)
+    rates = rng.binomial(8, rng.beta(2, 2, 1000)) / 8
+    diffs200 = rng.normal(0.03, 0.2, 200)
+    diffs16 = rng.normal(0.03, 0.2, 16)
+    diffs20 = rng.normal(0.03, 0.2, 20)
+    B = 10_000
+
+    rows = []  # (operation, ours s, scipy s, target ratio or None, agreement text, agrees)
+
+    for method in ("percentile", "BCa"):
+        ours_t, ours = _time(
+            lambda: tk.bootstrap_ci(rates, method=method.lower(), n_resamples=B, seed=np.random.default_rng(1)),
+            repeats,
+        )
+        ref_t, ref = _time(
+            lambda: stats.bootstrap((rates,), np.mean, method=method, n_resamples=B,
+                                    rng=np.random.default_rng(1), vectorized=True),
+            repeats,
+        )
+        ref_ci = (float(ref.confidence_interval.low), float(ref.confidence_interval.high))
+        same = abs(ours.low - ref_ci[0]) < 1e-12 and abs(ours.high - ref_ci[1]) < 1e-12
+        rows.append((
+            f"bootstrap {method}, 10k x 1,000 tasks", ours_t, ref_t, 1.0,
+            f"CI ours [{ours.low:.6f}, {ours.high:.6f}] scipy [{ref_ci[0]:.6f}, {ref_ci[1]:.6f}] (same RNG)", same,
+        ))
+
+    ours_t, ours = _time(lambda: tk.sign_flip_test(diffs200, n_resamples=B, seed=1), repeats)
+    ref_t, ref = _time(
+        lambda: stats.permutation_test((diffs200,), _mean, permutation_type="samples", n_resamples=B,
+                                       vectorized=True, rng=np.random.default_rng(1)),
+        repeats,
+    )
+    # Different random streams: agreement means within 4 Monte Carlo standard errors.
+    se = ours.mc_standard_error
+    rows.append((
+        "sign-flip Monte Carlo, 10k x 200 pairs", ours_t, ref_t, 8.0,
+        f"p ours {ours.pvalue:.4f} scipy {ref.pvalue:.4f} (MC se {se:.4f}; within 4 se?)",
+        abs(ours.pvalue - ref.pvalue) <= 4 * se,
+    ))
+
+    ours_t, ours = _time(lambda: tk.sign_flip_test(diffs16), repeats)
+    ref_t, ref = _time(
+        lambda: stats.permutation_test((diffs16,), _mean, permutation_type="samples", n_resamples=np.inf,
+                                       vectorized=True),
+        repeats,
+    )
+    rows.append((
+        "exact sign-flip, n=16 (65,536 patterns)", ours_t, ref_t, 25.0,
+        f"p ours {ours.pvalue:.9f} scipy {ref.pvalue:.9f}", abs(ours.pvalue - ref.pvalue) < 1e-12,
+    ))
+
+    ours_t, ours = _time(lambda: tk.sign_flip_test(diffs20), repeats)
+    ref_t, ref = _time(
+        lambda: stats.permutation_test((diffs20,), _mean, permutation_type="samples", n_resamples=np.inf,
+                                       vectorized=True),
+        1,
+    )
+    rows.append((
+        "exact sign-flip, n=20 (1,048,576 patterns; scipy timed once)", ours_t, ref_t, None,
+        f"p ours {ours.pvalue:.9f} scipy {ref.pvalue:.9f}", abs(ours.pvalue - ref.pvalue) < 1e-12,
+    ))
+
+    print(
+        f"toolkit bench_stats | numpy {np.__version__} scipy {scipy.__version__} python "
+        f"{sys.version.split()[0]} | cpus {os.cpu_count()} | median of {repeats} runs"
+    )
+    header = f"{'operation':<62} {'toolkit':>10} {'scipy':>10} {'speed-up':>9} {'target':>8} {'met':>4}"
+    print(header)
+    print("-" * len(header))
+    all_met = True
+    for name, ours_s, ref_s, target, _, _ in rows:
+        ratio = ref_s / ours_s
+        met = "n/a" if target is None else ("yes" if ratio >= target else "NO")
+        all_met &= met != "NO"
+        target_text = "-" if target is None else (">= 1x" if target == 1.0 else f">= {target:g}x")
+        print(f"{name:<62} {ours_s * 1e3:>8.2f}ms {ref_s * 1e3:>8.2f}ms {ratio:>8.1f}x {target_text:>8} {met:>4}")
+    print()
+    print("agreement with scipy:")
+    all_agree = True
+    for name, _, _, _, text, agrees in rows:
+        all_agree &= bool(agrees)
+        print(f"  {'ok ' if agrees else 'BAD'} {name}: {text}")
+    print()
+    print(f"targets met: {'all' if all_met else 'NOT all'}; results agree: {'all' if all_agree else 'NOT all'}")
+    return 0 if all_met and all_agree else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

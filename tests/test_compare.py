@@ -1,0 +1,556 @@
+"""tk.compare_runs, tk.delta_report, tk.eval_variance, tk.noise_band.
+
+References are independent of the code under test: itertools sign enumeration for p,
+scipy.stats.bootstrap for the paired interval, closed forms for means and noise bands,
+scipy's t quantiles, statsmodels' proportions_ztest for the answered-share gate.
+
+Acceptance facts (engine.md §10) assume 2000 Monte Carlo sign flips; our p is exact for
+n <= 20, so item 14's "about 2/64 (0.0295 with Python's Mersenne Twister)" is exactly
+2/64 = 0.03125 here, and item 15's 5-task p is exactly 2/32 = 0.0625.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import random
+
+import numpy as np
+import pytest
+import scipy.stats
+from hypothesis import given
+from hypothesis import strategies as st
+from statsmodels.stats.proportion import proportions_ztest
+
+import toolkit as tk
+
+
+def make_rows(counts, k=4, prefix="t", markers=None, eval_run=None, extra=None, final_text="done"):
+    """k rollouts per task; the first counts[i] pass. markers: {name: per-task value list}."""
+    rows = []
+    for i, passed in enumerate(counts):
+        for j in range(k):
+            row = {"schema_version": "1", "task_id": f"{prefix}{i}", "prompt": "p", "steps": [],
+                   "final_text": final_text, "reward": 1 if j < passed else 0}
+            if markers:
+                row["markers"] = {name: values[i] for name, values in markers.items()}
+            if eval_run is not None:
+                row["lineage"] = {"eval_run": eval_run}
+            if extra:
+                row.update(extra(i) if callable(extra) else extra)
+            rows.append(row)
+    return rows
+
+
+def brute_force_p(diffs):
+    """Two-sided sign-flip p by listing every sign pattern with itertools."""
+    diffs = np.asarray(diffs, dtype=float)
+    observed = abs(diffs.sum())
+    tolerance = 1e-9 * max(1.0, np.abs(diffs).sum())
+    hits = sum(
+        abs(np.dot(signs, diffs)) >= observed - tolerance
+        for signs in itertools.product((1.0, -1.0), repeat=diffs.size)
+    )
+    return hits / 2**diffs.size
+
+
+# =========================================================================== compare_runs
+
+
+def test_item_14_six_tasks_all_flip_exact_p():
+    result = tk.compare_runs(make_rows([0] * 6, k=1), make_rows([1] * 6, k=1))
+    assert result.delta == 1.0
+    assert result.ci == (1.0, 1.0)
+    assert result.verdict == "b_better"
+    assert result.pvalue == 2 / 64  # exact enumeration, not the engine's MC 0.0295
+    assert result.pvalue_method == "exact" and result.method == "paired"
+
+
+def test_item_15_five_tasks_paired_cannot_clear_and_four_fall_back():
+    five = tk.compare_runs(make_rows([0] * 5, k=1), make_rows([1] * 5, k=1))
+    assert five.method == "paired" and five.pvalue == 2 / 32
+    # The interval is the point (1, 1), but no exact test can reach 0.05 at 5 pairs: we do
+    # not call it (the engine's interval-only rule would).
+    assert five.verdict == "no_difference_detected"
+    assert five.min_pvalue == 0.0625 and "2/2^5" in five.note
+    four = tk.compare_runs(make_rows([0] * 4, k=1), make_rows([1] * 4, k=1))
+    assert four.method == "unpaired" and four.pvalue is None
+    assert "fewer than 5 shared tasks" in four.note and "weaker test" in four.note
+
+
+def test_item_16_identical_runs():
+    rows = make_rows([1, 2, 3, 0, 4, 2, 1], k=4)
+    result = tk.compare_runs(rows, rows)
+    assert result.delta == 0.0 and result.pvalue == 1.0
+    assert result.verdict == "no_difference_detected"
+
+
+def test_paired_interval_equals_scipy_bootstrap_on_the_same_stream():
+    before = make_rows([0, 1, 2, 3, 4, 1, 2, 0, 3, 2, 1, 4], k=4)
+    after = make_rows([1, 1, 3, 4, 4, 2, 2, 1, 3, 4, 0, 4], k=4)
+    result = tk.compare_runs(before, after, seed=3, n_resamples=5000)
+    diffs = (np.array([1, 1, 3, 4, 4, 2, 2, 1, 3, 4, 0, 4]) - np.array([0, 1, 2, 3, 4, 1, 2, 0, 3, 2, 1, 4])) / 4
+    # Tasks are paired in sorted key order: t0, t1, t10, t11, t2, ...
+    order = sorted(range(12), key=lambda i: f"t{i}")
+    reference = scipy.stats.bootstrap((diffs[order],), np.mean, n_resamples=5000, method="percentile",
+                                      rng=np.random.default_rng(3))
+    assert result.ci[0] == pytest.approx(reference.confidence_interval.low, abs=1e-12)
+    assert result.ci[1] == pytest.approx(reference.confidence_interval.high, abs=1e-12)
+    assert result.delta == pytest.approx(diffs.mean(), abs=1e-15)
+    assert result.pvalue == pytest.approx(brute_force_p(diffs), abs=1e-15)
+    assert result.mean_b - result.mean_a == pytest.approx(result.delta)
+
+
+def test_marker_metric_and_names():
+    before = make_rows([1] * 8, k=2, markers={"hedging": [0.1 * i for i in range(8)]})
+    after = make_rows([1] * 8, k=2, markers={"hedging": [0.1 * i + 0.2 for i in range(8)]})
+    result = tk.compare_runs(before, after, metric="marker:hedging")
+    assert result.metric == "marker:hedging"
+    assert result.delta == pytest.approx(0.2)
+    assert tk.compare_runs(before, after, metric="hedging").delta == result.delta
+    with pytest.raises(tk.ConfigError, match="did you mean 'marker:hedging'"):
+        tk.compare_runs(before, after, metric="marker:hedgin")
+    with pytest.raises(tk.ConfigError, match="pass_at_1"):
+        tk.compare_runs(before, after, metric="pass_at_l")
+
+
+def test_unpaired_fallback_difference_of_task_means():
+    rng = np.random.default_rng(0)
+    a_counts = rng.integers(0, 5, 40)
+    b_counts = np.minimum(rng.integers(0, 5, 40) + 1, 4)
+    a = make_rows(a_counts, k=4, prefix="a")
+    b = make_rows(b_counts, k=4, prefix="b")
+    result = tk.compare_runs(a, b)
+    assert result.method == "unpaired" and result.n_paired == 0
+    assert (result.n_only_a, result.n_only_b, result.paired_share) == (40, 40, 0.0)
+    delta = b_counts.mean() / 4 - a_counts.mean() / 4
+    assert result.delta == pytest.approx(delta)
+    # Independent reference: the normal (Welch) interval of a difference of means.
+    se = math.sqrt(np.var(a_counts / 4, ddof=1) / 40 + np.var(b_counts / 4, ddof=1) / 40)
+    assert result.ci[0] == pytest.approx(delta - 1.96 * se, abs=0.03)
+    assert result.ci[1] == pytest.approx(delta + 1.96 * se, abs=0.03)
+
+
+def test_unpaired_tiny_samples_claim_no_direction():
+    three = tk.compare_runs(make_rows([0] * 3, k=1), make_rows([1] * 3, k=1))
+    assert three.ci == (1.0, 1.0) and three.verdict == "no_difference_detected"
+    assert "smallest possible p 0.1" in three.note
+    two = tk.compare_runs(make_rows([0] * 2, k=1), make_rows([1] * 2, k=1))
+    assert two.verdict == "insufficient_data" and two.ci is None
+
+
+def test_mostly_unpaired_note_and_counts():
+    a = make_rows([0] * 6 + [2] * 10, k=2, prefix="t")
+    b = make_rows([2] * 6, k=2, prefix="t") + make_rows([1] * 10, k=2, prefix="u")
+    result = tk.compare_runs(a, b)
+    assert (result.n_paired, result.n_only_a, result.n_only_b) == (6, 10, 10)
+    assert "most tasks unpaired" in result.note
+
+
+def test_partial_rewards_are_skipped_and_counted():
+    a = make_rows([1] * 6, k=2)
+    b = [dict(row, reward=0.5) if row["task_id"] == "t0" else row for row in make_rows([2] * 6, k=2)]
+    result = tk.compare_runs(a, b)
+    assert result.n_skipped_b == 2 and result.n_paired == 5
+
+
+def test_monte_carlo_above_twenty_pairs():
+    rng = np.random.default_rng(1)
+    counts_a = rng.integers(0, 5, 30)
+    counts_b = np.clip(counts_a + rng.integers(-1, 3, 30), 0, 4)
+    result = tk.compare_runs(make_rows(counts_a), make_rows(counts_b), n_resamples=4000)
+    assert result.pvalue_method == "monte_carlo"
+    assert 1 / 4001 <= result.pvalue <= 1.0
+    assert round(result.pvalue * 4001) == pytest.approx(result.pvalue * 4001, abs=1e-6)
+
+
+def test_wrong_container_and_output_shapes():
+    with pytest.raises(TypeError, match="expected"):
+        tk.compare_runs(42, [])
+    result = tk.compare_runs(make_rows([0] * 6, k=1), make_rows([1] * 6, k=1))
+    json.dumps(result.to_dict())
+    assert "\n" not in str(result) and "b_better" in str(result)
+    with pytest.raises(Exception):
+        result.delta = 0.0  # frozen
+
+
+def test_empty_side_is_insufficient_not_an_exception():
+    result = tk.compare_runs([], make_rows([1] * 6, k=1))
+    assert result.delta is None and result.verdict == "insufficient_data" and result.note
+
+
+# ------------------------------------------------------------------ properties
+
+counts = st.lists(st.tuples(st.integers(0, 3), st.integers(0, 3)), min_size=5, max_size=10)
+
+
+@given(counts)
+def test_paired_p_equals_itertools_enumeration(pairs):
+    a = make_rows([x for x, _ in pairs], k=3)
+    b = make_rows([y for _, y in pairs], k=3)
+    result = tk.compare_runs(a, b, n_resamples=500)
+    diffs = [(y - x) / 3 for x, y in pairs]
+    assert result.pvalue == pytest.approx(brute_force_p(diffs), abs=1e-12)
+
+
+@given(counts)
+def test_swapping_runs_negates_delta_and_mirrors_interval(pairs):
+    a = make_rows([x for x, _ in pairs], k=3)
+    b = make_rows([y for _, y in pairs], k=3)
+    forward = tk.compare_runs(a, b, n_resamples=500)
+    backward = tk.compare_runs(b, a, n_resamples=500)
+    assert backward.delta == pytest.approx(-forward.delta, abs=1e-12)
+    assert backward.ci[0] == pytest.approx(-forward.ci[1], abs=1e-12)
+    assert backward.ci[1] == pytest.approx(-forward.ci[0], abs=1e-12)
+    assert backward.pvalue == pytest.approx(forward.pvalue)
+    mirror = {"b_better": "a_better", "a_better": "b_better"}
+    assert backward.verdict == mirror.get(forward.verdict, forward.verdict)
+
+
+@given(counts, st.integers(0, 2**31))
+def test_row_order_does_not_matter(pairs, shuffle_seed):
+    a = make_rows([x for x, _ in pairs], k=3)
+    b = make_rows([y for _, y in pairs], k=3)
+    shuffled_a, shuffled_b = list(a), list(b)
+    random.Random(shuffle_seed).shuffle(shuffled_a)
+    random.Random(shuffle_seed + 1).shuffle(shuffled_b)
+    one = tk.compare_runs(a, b, n_resamples=500)
+    two = tk.compare_runs(shuffled_a, shuffled_b, n_resamples=500)
+    assert (one.delta, one.ci, one.pvalue) == (two.delta, two.ci, two.pvalue)
+
+
+# =========================================================================== noise band
+
+
+def test_noise_band_item_19():
+    assert round(tk.noise_band(0.02, 1, 1), 4) == 0.0554
+    assert tk.noise_band(0.02, 3, 3, df=4) == pytest.approx(
+        scipy.stats.t.ppf(0.975, 4) * 0.02 * math.sqrt(2 / 3))
+    assert round(tk.noise_band(0.02, 3, 3, df=4), 4) == 0.0453
+    assert round(tk.noise_band(0.02, 1, 1, df=2), 4) == 0.1217
+
+
+@pytest.mark.parametrize("args", [(-0.1, 1, 1), (0.02, 0, 1), (0.02, 1, 1, 0), (float("nan"), 1, 1)])
+def test_noise_band_bad_input(args):
+    with pytest.raises(tk.ConfigError):
+        if len(args) == 4:
+            tk.noise_band(*args[:3], df=args[3])
+        else:
+            tk.noise_band(*args)
+
+
+# =========================================================================== eval_variance
+
+
+def runs_with_pass_counts(pass_counts, n_tasks):
+    """One run per entry, one rollout per task, the first pass_counts[r] tasks passing."""
+    return [make_rows([1] * passed + [0] * (n_tasks - passed), k=1, eval_run=r)
+            for r, passed in enumerate(pass_counts)]
+
+
+def test_eval_variance_item_19_band_and_stability():
+    runs = runs_with_pass_counts([25, 26, 27], 50)  # means 0.50, 0.52, 0.54 -> sd 0.02
+    result = tk.eval_variance(*runs)
+    assert result.run_std == pytest.approx(0.02)
+    assert result.df == 2
+    assert result.noise_band == pytest.approx(scipy.stats.t.ppf(0.975, 2) * math.sqrt(2) * 0.02)
+    assert round(result.noise_band, 4) == 0.1217
+    assert result.stability == "high_variance"  # 2.0 percentage points
+    assert result.note is None
+
+
+@pytest.mark.parametrize("counts, expected", [
+    ([500, 503, 506], "very_stable"),  # sd 0.003 = 0.30 pts
+    ([500, 505, 510], "stable"),  # 0.50 pts
+    ([500, 508, 516], "high_variance"),  # 0.80 pts
+])
+def test_eval_variance_stability_in_percentage_points(counts, expected):
+    result = tk.eval_variance(*runs_with_pass_counts(counts, 1000))
+    assert result.stability == expected
+
+
+def test_eval_variance_splits_one_row_set_by_eval_run_and_notes_few_runs():
+    runs = runs_with_pass_counts([10, 14], 20)
+    together = tk.eval_variance(runs[0] + runs[1])
+    apart = tk.eval_variance(*runs)
+    assert together.run_std == apart.run_std == pytest.approx(np.std([0.5, 0.7], ddof=1))
+    assert together.n_runs == 2 and "only 2 runs" in together.note
+    single = tk.eval_variance(runs[0])
+    assert single.run_std is None and single.noise_band is None and "at least 2" in single.note
+
+
+def test_eval_variance_markers_common_to_all_runs():
+    runs = [make_rows([1] * 10, k=1, eval_run=r, markers={"hedging": [0.1 * r] * 10}) for r in range(3)]
+    result = tk.eval_variance(*runs)
+    assert result.run_std_by_metric["marker:hedging"] == pytest.approx(0.1)
+    assert result.run_std == 0.0 and result.stability == "very_stable"
+
+
+# =========================================================================== delta_report
+
+
+def moved_pair(n_tasks=30, shift=2, k=4, seed=0, **kwargs):
+    rng = np.random.default_rng(seed)
+    before_counts = rng.integers(0, 3, n_tasks)
+    after_counts = np.minimum(before_counts + shift, k)
+    return make_rows(before_counts, k=k, **kwargs), make_rows(after_counts, k=k, **kwargs)
+
+
+def replicated(counts_by_run, k=4, **kwargs):
+    return [row for r, counts in enumerate(counts_by_run) for row in make_rows(counts, k=k, eval_run=r, **kwargs)]
+
+
+def test_one_eval_run_a_side_gain_is_inconclusive():
+    before, after = moved_pair()
+    report = tk.delta_report(before, after)
+    assert report.headline == "INCONCLUSIVE (1 eval run a side, rerun to confirm)"
+    assert report["pass_at_1"].gain_verdict == "moved_unreplicated"
+    assert report.ok
+
+
+def test_pass_with_noise_floor_estimated_from_eval_runs():
+    rng = np.random.default_rng(4)
+    base = rng.integers(0, 3, 30)
+    before = replicated([np.clip(base + rng.integers(-1, 2, 30), 0, 4) for _ in range(3)])
+    after = replicated([np.clip(base + 2 + rng.integers(-1, 2, 30), 0, 4) for _ in range(3)])
+    report = tk.delta_report(before, after)
+    assert report.headline == "PASS" and report.ok
+    target = report["pass_at_1"]
+    # Independent pooled sd: per-run means over tasks, variance pooled by df (2 + 2).
+    def run_means(rows):
+        out = []
+        for r in range(3):
+            part = [row for row in rows if row["lineage"]["eval_run"] == r]
+            out.append(np.mean([row["reward"] for row in part]))  # equal k per task
+        return out
+    pooled = math.sqrt((2 * np.var(run_means(before), ddof=1) + 2 * np.var(run_means(after), ddof=1)) / 4)
+    assert target.run_std == pytest.approx(pooled)
+    assert target.noise_df == 4
+    assert target.noise_band == pytest.approx(scipy.stats.t.ppf(0.975, 4) * pooled * math.sqrt(2 / 3))
+    assert target.gain_verdict == "gain"
+    assert (report.n_eval_runs_before, report.n_eval_runs_after) == (3, 3)
+
+
+def test_move_inside_given_noise_floor():
+    before, after = moved_pair(shift=1, n_tasks=60)
+    report = tk.delta_report(before, after, run_std=0.2)
+    assert report.headline == "NO DIFFERENCE (within eval noise)"
+    assert report["pass_at_1"].gain_verdict == "within_eval_noise"
+    assert report["pass_at_1"].noise_band == pytest.approx(1.959963984540054 * 0.2 * math.sqrt(2))
+
+
+def test_eval_variance_result_as_floor_uses_t():
+    before, after = moved_pair(shift=1, n_tasks=60)
+    floor = tk.eval_variance(*runs_with_pass_counts([25, 26, 27], 50))
+    report = tk.delta_report(before, after, run_std=floor)
+    target = report["pass_at_1"]
+    assert target.noise_df == 2
+    assert target.noise_band == pytest.approx(scipy.stats.t.ppf(0.975, 2) * 0.02 * math.sqrt(2))
+
+
+def test_no_difference_and_target_regression():
+    rows = make_rows([1, 2, 3, 0, 4, 2, 1, 3], k=4)
+    assert tk.delta_report(rows, rows).headline == "NO DIFFERENCE"
+    before, after = moved_pair()
+    report = tk.delta_report(after, before)  # after is worse
+    assert report.headline.startswith("FAIL") and not report.ok
+    assert report["pass_at_1"].gain_verdict == "regression"
+    assert any("regressed on 1 eval run" in w for w in report.warnings)
+
+
+def test_lower_is_better_reads_down_as_gain_and_unknown_names_raise():
+    n = 30
+    before, after = moved_pair(shift=0, n_tasks=n)
+    for row in before:
+        row["markers"] = {"hedging": 0.6, "rambling": 0.5}
+    for row in after:
+        row["markers"] = {"hedging": 0.2, "rambling": 0.1}
+    report = tk.delta_report(before, after, lower_is_better=["rambling"], run_std={"hedging": 0.01, "rambling": 0.01})
+    hedging = report["hedging"]
+    assert hedging.direction == "lower_is_better" and hedging.delta == pytest.approx(-0.4)
+    assert hedging.ci[1] < 0 and hedging.gain_verdict == "gain"  # raw delta, flipped verdict
+    assert report["marker:rambling"].gain_verdict == "gain"
+    with pytest.raises(tk.ConfigError, match="did you mean 'hedging'"):
+        tk.delta_report(before, after, lower_is_better=["hedgin"])
+    with pytest.raises(tk.ConfigError, match="unknown metric"):
+        tk.delta_report(before, after, must_not_regress=["nonexistent_marker_xyz"])
+
+
+def marker_rows(shift_counts, hedging_before, hedging_after, n=30):
+    before, after = moved_pair(shift=shift_counts, n_tasks=n)
+    rng = np.random.default_rng(9)
+    for row in before:
+        row["markers"] = {"hedging": float(rng.random() < hedging_before), "grounding": 0.5}
+    for row in after:
+        row["markers"] = {"hedging": float(rng.random() < hedging_after), "grounding": 0.5}
+    return before, after
+
+
+def test_must_not_regress_guard_fails_the_report():
+    before, after = marker_rows(2, 0.1, 0.6)
+    report = tk.delta_report(before, after, must_not_regress=["hedging"], run_std=0.01)
+    assert report.headline.startswith("FAIL") and not report.ok
+    assert report.failed_guards and "hedging" in report.failed_guards[0]
+    assert "guard" in report["hedging"].roles
+
+
+def test_guard_regression_inside_its_own_noise_band_does_not_fail():
+    before, after = marker_rows(2, 0.1, 0.6)
+    report = tk.delta_report(before, after, must_not_regress=["hedging"],
+                             run_std={"pass_at_1": 0.01, "hedging": 0.5})
+    assert report["hedging"].gain_verdict == "within_eval_noise"
+    assert not report.failed_guards and report.headline == "PASS"
+
+
+def test_constant_guard_is_flagged():
+    before, after = marker_rows(2, 0.1, 0.1)
+    report = tk.delta_report(before, after, must_not_regress=["grounding"], run_std=0.01)
+    assert any("grounding" in w and "cannot show a regression" in w for w in report.warnings)
+
+
+def test_proxy_rising_alone_is_over_optimisation():
+    before, after = marker_rows(0, 0.0, 0.0)
+    rng = np.random.default_rng(2)
+    for row in before:
+        row["markers"]["polish"] = float(rng.random() < 0.2)
+    for row in after:
+        row["markers"]["polish"] = float(rng.random() < 0.8)
+    report = tk.delta_report(before, after, proxy="polish", run_std={"polish": 0.01, "pass_at_1": 0.01})
+    assert report.headline.startswith("FAIL") and "proxy" in report.headline
+    assert not report.ok
+
+
+def test_not_comparable_when_few_tasks_paired():
+    before = make_rows([1] * 10, k=2, prefix="a")
+    after = make_rows([2] * 4, k=2, prefix="a") + make_rows([2] * 12, k=2, prefix="b")
+    report = tk.delta_report(before, after)
+    assert report.headline.startswith("NOT COMPARABLE") and "situations" in report.headline
+    assert not report.ok
+
+
+def test_not_comparable_when_answered_share_differs():
+    before, after = moved_pair(n_tasks=40, shift=1)
+    for i, row in enumerate(after):
+        if i % 3 == 0:
+            row["final_text"] = "<think>still thinking about the refund policy"
+    report = tk.delta_report(before, after)
+    assert report.headline.startswith("NOT COMPARABLE") and "answered" in report.headline
+    n_before, n_after = len(before), len(after)
+    answered_after = sum(1 for i in range(n_after) if i % 3 != 0)
+    _, p = proportions_ztest([n_before, answered_after], [n_before, n_after])
+    assert p < 0.01
+    assert f"p = {p:.2g}" in report.headline
+
+
+def test_small_answered_gap_is_not_a_failure():
+    before, after = moved_pair(n_tasks=40, shift=1)
+    for i, row in enumerate(after):
+        if i % 40 == 0:
+            row["final_text"] = ""
+    assert not tk.delta_report(before, after).not_comparable
+
+
+def test_config_and_share_warnings():
+    before, after = moved_pair(
+        n_tasks=30, extra=lambda i: {"sampling": {"temperature": 0.0}, "lineage": {"system_prompt_sha": "aaaa"}})
+    for row in after:
+        row["sampling"] = {"temperature": 0.7}
+        row["lineage"] = {"system_prompt_sha": "bbbb"}
+    for row in after[:20]:
+        row["finish_reason"] = "length"
+    for row in before[:10]:
+        row["reward"] = None
+    report = tk.delta_report(before, after)
+    text = " | ".join(report.warnings)
+    assert "temperature differs" in text
+    assert "lineage.system_prompt_sha differs" in text
+    assert "truncated share differs" in text
+    assert "of before rows carry a 0/1 reward" in text
+
+
+def test_family_wise_warning_item_21():
+    before, after = moved_pair(n_tasks=30)
+    for rows, value in ((before, 0.1), (after, 0.2)):
+        for row in rows:
+            row["markers"] = {"m1": value, "m2": value, "m3": value}
+    report = tk.delta_report(before, after)
+    assert len(report.metrics) == 4
+    assert any("= 0.185" in w for w in report.warnings)
+    three = tk.delta_report(before, after, metrics=["pass_at_1", "m1"])
+    assert not any("chance" in w for w in three.warnings)
+
+
+def test_ceiling_warning():
+    before = make_rows([4] * 28 + [3, 3], k=4)
+    after = make_rows([4] * 30, k=4)
+    report = tk.delta_report(before, after)
+    assert any(w.startswith("ceiling") for w in report.warnings)
+
+
+def test_slices_low_n_item_20_and_callable_and_auto():
+    # 5 all-up tasks in slice x (exact p 0.0625: low n), 6 in slice y (p 0.03125).
+    before = make_rows([0] * 11, k=1, extra=lambda i: {"category": "x" if i < 5 else "y"})
+    after = make_rows([1] * 11, k=1, extra=lambda i: {"category": "x" if i < 5 else "y"})
+    report = tk.delta_report(before, after, run_std=0.01)
+    assert report.slice_by == "category"  # picked automatically
+    x, y = report.slices
+    assert (x.value, x.n_paired, x.low_n, x.pvalue) == ("x", 5, True, 0.0625)
+    assert (y.value, y.n_paired, y.low_n, y.pvalue) == ("y", 6, False, 0.03125)
+    by_parity = tk.delta_report(before, after, by=lambda row: int(row["task_id"][1:]) % 2)
+    assert [s.value for s in by_parity.slices] == [0, 1]
+    assert tk.delta_report(before, after, by=False).slices == ()
+    with pytest.raises(TypeError):
+        tk.delta_report(before, after, by=3)
+
+
+def test_insufficient_data_and_target_not_measured():
+    small = tk.delta_report(make_rows([0, 1], k=2), make_rows([1, 2], k=2))
+    assert small.headline.startswith("INSUFFICIENT DATA") and not small.ok
+    ungraded_before = [dict(row, reward=None) for row in make_rows([1] * 6, k=2)]
+    ungraded_after = [dict(row, reward=None) for row in make_rows([1] * 6, k=2)]
+    report = tk.delta_report(ungraded_before, ungraded_after)
+    assert report.headline.startswith("TARGET NOT MEASURED") and not report.ok
+    assert not tk.delta_report([], []).ok
+
+
+def test_tasks_needed_from_measured_paired_sd():
+    rng = np.random.default_rng(5)
+    before_counts = rng.integers(0, 5, 40)
+    after_counts = np.clip(before_counts + rng.integers(-1, 2, 40), 0, 4)
+    before, after = make_rows(before_counts), make_rows(after_counts)
+    report = tk.delta_report(before, after)
+    diffs = (after_counts - before_counts) / 4
+    z = scipy.stats.norm.ppf(0.975) + scipy.stats.norm.ppf(0.8)
+    expected = math.ceil((z * np.std(diffs, ddof=1) / abs(diffs.mean())) ** 2)
+    assert report.tasks_needed == max(2, expected)
+    assert str(report.tasks_needed) in report.tasks_needed_note
+
+
+def test_report_outputs():
+    before, after = moved_pair(extra=lambda i: {"category": "odd" if i % 2 else "even"})
+    report = tk.delta_report(before, after, seed=1)
+    frame = report.to_pandas()
+    assert list(frame["kind"]) == ["metric", "slice", "slice"]
+    assert {"delta", "ci_low", "ci_high", "pvalue", "verdict", "gain_verdict"} <= set(frame.columns)
+    assert frame.loc[0, "ci_low"] == report.metrics[0].ci[0]
+    json.dumps(report.to_dict())
+    text = str(report)
+    assert text.splitlines()[0] == report.headline and len(text.splitlines()) > 3
+    assert report.headline in report._repr_html_() or "INCONCLUSIVE" in report._repr_html_()
+    again = tk.delta_report(before, after, seed=1)
+    assert again.to_dict() == report.to_dict()
+    with pytest.raises(KeyError, match="unknown metric"):
+        report["nope"]
+
+
+def test_proxy_interval_wholly_above_target_interval_fails():
+    before, after = moved_pair(shift=1, n_tasks=40)
+    for row in before:
+        row["markers"] = {"polish": 0.0}
+    for row in after:
+        row["markers"] = {"polish": 1.0}
+    report = tk.delta_report(before, after, proxy="polish", run_std={"pass_at_1": 0.01, "polish": 0.01})
+    target, polish = report["pass_at_1"], report["polish"]
+    assert target.gain_verdict == "gain" and polish.ci[0] > target.ci[1]
+    assert report.headline.startswith("FAIL") and "over-optimised" in report.headline

@@ -1,0 +1,335 @@
+"""Measuring a judge against gold labels: the Wilson interval and judge agreement.
+
+Wilson score interval (Wilson 1927, JASA 22:209; Brown, Cai & DasGupta 2001, Stat Sci 16:101)
+for s successes in n trials, p = s/n, z = Phi^-1(1 - (1-level)/2):
+
+    center = (p + z^2/(2n)) / (1 + z^2/n)
+    half   = z sqrt(p(1-p)/n + z^2/(4n^2)) / (1 + z^2/n)
+    [center - half, center + half], clipped to [0, 1].
+
+We use the exact normal quantile (scipy.special.ndtri; 1.959964 at 95%), as statsmodels'
+``proportion_confint(method="wilson")`` does, where the reference engine (engine.md §6.5)
+fixed z = 1.96; its acceptance numbers agree with ours to 4 decimals (tested).
+
+Judge agreement compares a judge's 0/1 reward with a gold 0/1 label on the same rollouts:
+agreement = (tp + tn)/n with its Wilson interval; Cohen's kappa (Cohen 1960, Educ Psychol
+Meas 20:37) = (po - pe)/(1 - pe) with pe = jp gp + (1-jp)(1-gp) (jp, gp the judge's and
+gold's pass rates; when pe = 1 both raters are constant and kappa is 1 if they agree, else
+0, where sklearn returns NaN); the leak rate pass_when_gold_fail = fp/(fp + tn) and the miss
+rate fail_when_gold_pass = fn/(fn + tp).
+
+Rows whose judge reward or gold label is present but not exactly 0/1 are skipped and
+counted, because dropping the hard, partially credited rows silently inflated agreement in
+the reference engine (#345).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from scipy.special import ndtri
+
+from toolkit._coerce import as_row_list
+from toolkit._errors import ConfigError, did_you_mean
+from toolkit._keys import binary_reward
+from toolkit._results import Result
+
+__all__ = ["wilson", "WilsonInterval", "judge_agreement", "JudgeAgreement"]
+
+# Under 50 labels the agreement interval is wider than +-0.1 at typical agreement, too
+# coarse to tell a good judge from a mediocre one; 50-200 labels is the target range
+# (engine.md §6.5).
+COARSE_LABELS = 50
+# A judge that passes one in ten rows the gold label fails inflates pass rates by about
+# a tenth of the failure rate: worth a warning (engine.md §6.5).
+LEAK_WARN_RATE = 0.10
+_TRUSTED_GOLD = ("human", "program")
+
+
+@dataclass(frozen=True)
+class WilsonInterval(Result):
+    """Wilson score interval for a proportion; ``low``/``high`` are None when n = 0."""
+
+    low: float | None
+    high: float | None
+    estimate: float | None
+    successes: int
+    n: int
+    level: float
+    note: str | None = None
+
+    def __iter__(self):  # allows ``low, high = wilson(8, 10)``
+        return iter((self.low, self.high))
+
+    def __str__(self) -> str:
+        if self.estimate is None:
+            return f"no interval (0 trials): {self.note}"
+        return (
+            f"{self.estimate:.3f} [{self.low:.3f}..{self.high:.3f}] "
+            f"({self.successes}/{self.n}, {self.level:.0%} Wilson)"
+        )
+
+
+def _count(value: Any, name: str) -> int:
+    if isinstance(value, (bool, float)) or not hasattr(value, "__index__"):
+        raise TypeError(f"{name} must be an integer count; got {value!r}")
+    return int(value.__index__())
+
+
+def wilson(successes: int, n: int, level: float = 0.95) -> WilsonInterval:
+    """Wilson score interval for ``successes`` out of ``n`` (formula in the module docstring).
+
+    Equal to ``statsmodels.stats.proportion.proportion_confint(successes, n,
+    alpha=1-level, method="wilson")`` to 1e-9. ``n = 0`` gives ``low = high = None`` and a note.
+    """
+    successes = _count(successes, "successes")
+    n = _count(n, "n")
+    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
+        raise ConfigError(f"level must be a number strictly between 0 and 1; got {level!r}")
+    if n < 0 or not 0 <= successes <= max(n, 0):
+        raise ConfigError(f"need 0 <= successes <= n; got successes={successes}, n={n}")
+    if n == 0:
+        return WilsonInterval(None, None, None, successes, 0, float(level),
+                              "no trials (n = 0): nothing to estimate; label some rows")
+    z = float(ndtri(1.0 - (1.0 - level) / 2.0))
+    p = successes / n
+    z2 = z * z
+    denominator = 1.0 + z2 / n
+    center = (p + z2 / (2.0 * n)) / denominator
+    half = z * math.sqrt(p * (1.0 - p) / n + z2 / (4.0 * n * n)) / denominator
+    return WilsonInterval(max(0.0, center - half), min(1.0, center + half), p, successes, n, float(level))
+
+
+# --------------------------------------------------------------------------- agreement
+
+
+@dataclass(frozen=True)
+class JudgeAgreement(Result):
+    """How well a judge's 0/1 rewards agree with gold 0/1 labels.
+
+    ``n`` pairs with both values exactly 0/1; ``n_skipped`` rows with a value present but
+    not 0/1 (bool, text, partial credit); ``n_unmatched`` gold rows (given as a second row
+    list) that matched no judged row; ``agreement`` with ``agreement_ci95`` (Wilson);
+    ``kappa``; ``confusion`` {tp, fp, fn, tn} with the judge as the test and gold as the
+    truth; ``pass_when_gold_fail`` (leak rate), ``fail_when_gold_pass``; pass rates;
+    ``gold_kind`` (human / program are trusted; model, unknown, mixed are not);
+    ``ok`` = n > 0 and (trusted or allow_model_gold); ``warnings``; ``note``.
+    """
+
+    n: int
+    n_skipped: int
+    n_unmatched: int
+    agreement: float | None
+    agreement_ci95: tuple[float, float] | None
+    kappa: float | None
+    confusion: dict[str, int]
+    pass_when_gold_fail: float | None
+    fail_when_gold_pass: float | None
+    judge_pass_rate: float | None
+    gold_pass_rate: float | None
+    gold_kind: str
+    trusted: bool
+    ok: bool
+    matched_by: dict[str, int] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+    note: str | None = None
+
+    def __str__(self) -> str:
+        if self.agreement is None:
+            return f"judge agreement: no pairs ({self.note})"
+        ci = self.agreement_ci95
+        interval = f" [{ci[0]:.2f}..{ci[1]:.2f}]" if ci else ""
+        kappa = "n/a" if self.kappa is None else f"{self.kappa:.2f}"
+        leak = "n/a" if self.pass_when_gold_fail is None else f"{self.pass_when_gold_fail:.2f}"
+        flag = "" if not self.warnings else f" ({len(self.warnings)} warning(s))"
+        return (
+            f"agreement {self.agreement:.2f}{interval} | kappa {kappa} | leak {leak} "
+            f"({self.n} labels, gold {self.gold_kind}){flag}"
+        )
+
+
+def _content_key(row: Mapping[str, Any]) -> str:
+    text = f"{row.get('prompt', '')}{row.get('final_text', '')}"
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
+
+
+def _match_keys(row: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """Keys to match a judged row with a gold row, strongest first."""
+    keys = []
+    if row.get("rollout_id") not in (None, ""):
+        keys.append(("rollout_id", str(row["rollout_id"])))
+    if row.get("scenario_id") not in (None, "") and row.get("rollout_index") is not None:
+        keys.append(("scenario_id#rollout_index", f"{row['scenario_id']}#{row['rollout_index']}"))
+    keys.append(("content_hash", _content_key(row)))
+    return keys
+
+
+def _gold_value(row: Mapping[str, Any]) -> tuple[Any, int | None]:
+    """(raw value, 0/1 or None) of a gold row: its gold_reward, else its reward."""
+    for name in ("gold_reward", "reward"):
+        if row.get(name) is not None:
+            return row[name], binary_reward(row, name)
+    return None, None
+
+
+def _judge_value(row: Mapping[str, Any], judge: str) -> tuple[Any, int | None]:
+    if judge == "reward":
+        raw = row.get("reward", row.get("qwen_reward"))
+        return raw, binary_reward(row)
+    return row.get(judge), binary_reward(row, judge)
+
+
+def _kind(row: Mapping[str, Any]) -> str:
+    source = row.get("label_source")
+    return str(source).lower() if source not in (None, "") else "unknown"
+
+
+def judge_agreement(
+    rows: Any,
+    gold: Any = "gold_reward",
+    judge: str = "reward",
+    level: float = 0.95,
+    allow_model_gold: bool = False,
+) -> JudgeAgreement:
+    """Agreement of a judge with gold labels (engine.md §6.5).
+
+    Parameters
+    ----------
+    rows : judged rows (list of dicts, DataFrame, SimulationData or JSONL path).
+    gold : a field name on the same rows (default ``"gold_reward"``), or a second row
+        collection carrying the labels (its ``gold_reward``, else its ``reward``), matched
+        by ``rollout_id``, else ``scenario_id#rollout_index``, else
+        sha1(prompt + final_text)[:16].
+    judge : the field holding the judge's reward (``"reward"`` falls back to
+        ``qwen_reward`` like every statistic).
+    level : of the Wilson interval on agreement.
+    allow_model_gold : count model-written or unlabelled gold as good enough for ``ok``.
+
+    ``gold_kind`` comes from the gold rows' ``label_source``.
+    """
+    rows = as_row_list(rows)
+    if not isinstance(judge, str):
+        raise TypeError(f"judge must be a field name (str); got {type(judge).__name__}")
+    pairs: list[tuple[int, int, str]] = []  # (judge, gold, kind)
+    skipped = 0
+    skip_reasons: Counter[str] = Counter()
+    unmatched = 0
+    matched_by: Counter[str] = Counter()
+
+    def add(judge_raw: Any, judge_value: int | None, gold_raw: Any, gold_value: int | None, kind: str) -> None:
+        nonlocal skipped
+        if gold_raw is None and judge_raw is None:
+            return
+        if gold_raw is None:  # not labelled: not part of the audit
+            return
+        if judge_value is None or gold_value is None:
+            skipped += 1
+            if judge_raw is None:
+                skip_reasons["no judge reward"] += 1
+            elif judge_value is None:
+                skip_reasons["judge reward not 0/1"] += 1
+            else:
+                skip_reasons["gold label not 0/1"] += 1
+            return
+        pairs.append((judge_value, gold_value, kind))
+
+    if isinstance(gold, str):
+        for row in rows:
+            judge_raw, judge_value = _judge_value(row, judge)
+            gold_raw = row.get(gold)
+            add(judge_raw, judge_value, gold_raw, binary_reward(row, gold), _kind(row))
+    else:
+        gold_rows = as_row_list(gold, "gold")
+        index: dict[tuple[str, str], int] = {}
+        for position, gold_row in enumerate(gold_rows):
+            for key in _match_keys(gold_row):
+                index.setdefault(key, position)
+        used: set[int] = set()
+        for row in rows:
+            for key in _match_keys(row):
+                position = index.get(key)
+                if position is not None and position not in used:
+                    used.add(position)
+                    matched_by[key[0]] += 1
+                    judge_raw, judge_value = _judge_value(row, judge)
+                    gold_raw, gold_value = _gold_value(gold_rows[position])
+                    add(judge_raw, judge_value, gold_raw, gold_value, _kind(gold_rows[position]))
+                    break
+        unmatched = len(gold_rows) - len(used)
+
+    n = len(pairs)
+    tp = sum(1 for j, g, _ in pairs if j == 1 and g == 1)
+    fp = sum(1 for j, g, _ in pairs if j == 1 and g == 0)
+    fn = sum(1 for j, g, _ in pairs if j == 0 and g == 1)
+    tn = n - tp - fp - fn
+    kinds = {kind for _, _, kind in pairs}
+    gold_kind = "unknown" if not kinds else (kinds.pop() if len(kinds) == 1 else "mixed")
+    trusted = gold_kind in _TRUSTED_GOLD
+    warnings: list[str] = []
+    if n == 0:
+        reasons = ", ".join(f"{r}: {c}" for r, c in sorted(skip_reasons.items()))
+        note = (
+            "no rows with both a 0/1 judge reward and a 0/1 gold label"
+            + (f" ({skipped} skipped: {reasons})" if skipped else "")
+            + f"; label rows with {gold if isinstance(gold, str) else 'gold rows'} and grade them"
+        )
+        fields = {key for row in rows for key in row}
+        for given in ([gold] if isinstance(gold, str) else []) + [judge]:
+            if rows and given not in fields and not (given == "reward" and "qwen_reward" in fields):
+                close = did_you_mean(given, fields)
+                note += f"; no row has a field {given!r}" + (
+                    f" (did you mean {' or '.join(map(repr, close))}?)" if close else ""
+                )
+        return JudgeAgreement(
+            0, skipped, unmatched, None, None, None, {"tp": 0, "fp": 0, "fn": 0, "tn": 0},
+            None, None, None, None, gold_kind, trusted, False, dict(matched_by), (), note,
+        )
+
+    agreement = (tp + tn) / n
+    interval = wilson(tp + tn, n, level)
+    judge_rate = (tp + fp) / n
+    gold_rate = (tp + fn) / n
+    chance = judge_rate * gold_rate + (1 - judge_rate) * (1 - gold_rate)
+    if chance >= 1.0:
+        kappa = 1.0 if agreement == 1.0 else 0.0
+    else:
+        kappa = (agreement - chance) / (1.0 - chance)
+    leak = fp / (fp + tn) if fp + tn else None
+    miss = fn / (fn + tp) if fn + tp else None
+    if n < COARSE_LABELS:
+        warnings.append(
+            f"only {n} labelled rows: the agreement interval is coarse "
+            f"(+-{(interval.high - interval.low) / 2:.2f}); {COARSE_LABELS}-200 labels is the target range"
+        )
+    if leak is not None and leak >= LEAK_WARN_RATE:
+        warnings.append(
+            f"the judge passes {leak:.0%} of rows the gold label fails (leak rate >= {LEAK_WARN_RATE:.2f}); "
+            "pass rates read through this judge are inflated"
+        )
+    if not trusted:
+        warnings.append(
+            f"gold labels are {gold_kind!r} (label_source), not human or program: agreement with them "
+            "is not a measurement of the judge"
+        )
+    if skipped:
+        reasons = ", ".join(f"{r}: {c}" for r, c in sorted(skip_reasons.items()))
+        warnings.append(
+            f"{skipped} labelled row(s) skipped ({reasons}): agreement is measured on the rest, "
+            "which may be the easier rows"
+        )
+    if len({g for _, g, _ in pairs}) == 1:
+        warnings.append("gold labels are all one class: kappa and the leak/miss rates cannot be measured both ways")
+    ok = trusted or allow_model_gold
+    return JudgeAgreement(
+        n=n, n_skipped=skipped, n_unmatched=unmatched, agreement=agreement,
+        agreement_ci95=(interval.low, interval.high), kappa=kappa,
+        confusion={"tp": tp, "fp": fp, "fn": fn, "tn": tn}, pass_when_gold_fail=leak,
+        fail_when_gold_pass=miss, judge_pass_rate=judge_rate, gold_pass_rate=gold_rate,
+        gold_kind=gold_kind, trusted=trusted, ok=ok, matched_by=dict(matched_by),
+        warnings=tuple(warnings), note=None,
+    )

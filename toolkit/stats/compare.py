@@ -1,0 +1,1402 @@
+"""Did a change help? Paired before/after comparison, the delta report, re-run variance.
+
+:func:`compare_runs` compares two runs on one metric. Each run is reduced to one number per
+task (the task key of :func:`toolkit._keys.task_key`; pass@1 = the task's mean exact 0/1
+reward, ``marker:<name>`` = the task's mean marker value). Tasks present in both runs are
+paired, and with ``n`` paired tasks and ``d_i = b_i - a_i``:
+
+* ``delta = mean(d)`` (``math.fsum``);
+* ``ci``: percentile bootstrap of ``mean(d)`` over tasks (Efron & Tibshirani 1993,
+  *An Introduction to the Bootstrap*, ch. 13), via :func:`toolkit.bootstrap_ci`;
+* ``pvalue``: the paired sign-flip test of ``mean(d) = 0`` via
+  :func:`toolkit.sign_flip_test`: exact enumeration of all ``2^n`` sign patterns for
+  ``n <= 20``, Monte Carlo with ``p = (1 + hits)/(1 + B)`` above (Phipson & Smyth 2010,
+  "Permutation p-values should never be zero", SAGMB 9:39);
+* verdict ``b_better`` / ``a_better`` when the interval excludes 0 on that side **and**
+  ``p <= 1 - level``; ``no_difference_detected`` otherwise; ``insufficient_data`` when no
+  interval can be formed.
+
+Why both the interval and p. With few tasks the percentile bootstrap is too narrow (it
+resamples n values, so at n = 5 tasks that all moved from 0 to 1 the interval is the point
+(1, 1)), while the exact sign-flip p cannot fall below ``2 / 2^n`` two-sided: 0.125 at 4
+pairs, 0.0625 at 5, 0.03125 at 6. A verdict on the interval alone would call 5 tasks
+significant at 0.05 that no exact test can call significant; requiring both removes that
+false precision (rlhfbook.com ch. 16, "Evaluation", on reporting uncertainty with deltas).
+
+Why pairing starts at 5 shared tasks (``MIN_PAIRED_TASKS``). The reference engine says "4
+pairs allow at most 16 sign patterns, min p ~ 0.06"; the real figure is a two-sided minimum
+of 2/16 = 0.125 (0.0625 is the one-sided figure). Five pairs still cannot reach 0.05
+two-sided (min 0.0625); six is the smallest n that can (``ceil(log2(2/alpha))``). We keep
+5 as the switch because at 5 the exact p is already informative (a perfectly consistent
+move reads 0.0625, the next pattern 0.125) and the verdict rule above stops it from being
+over-read; below 5 the paired p is so coarse (at most 16 values) that the unpaired
+comparison of all tasks carries more information.
+
+Unpaired fallback (fewer than 5 shared tasks): ``delta = mean(b tasks) - mean(a tasks)``
+over every task of each run, interval from a two-sample percentile bootstrap (each run's
+tasks resampled independently; ``scipy.stats.bootstrap`` with two samples) when both runs
+have at least 3 tasks, no p-value, and the note says it is a weaker test. The verdict reads
+the interval, except that no direction is claimed when even the most extreme split of the
+tasks could not give an exact two-sample permutation p <= alpha (``2 / C(n_a + n_b, n_a)``:
+3 vs 3 tasks -> 0.1): a bootstrap over 3 values per side can look tight and mean nothing.
+
+:func:`delta_report` runs :func:`compare_runs` on pass@1 and every marker both sides carry
+(engine.md §6.3), reads lower-is-better markers in their direction (``gain_verdict``),
+applies ``must_not_regress`` and ``proxy`` guards, checks that the two sides are comparable,
+separates real moves from re-run noise with a per-metric noise band from
+``lineage.eval_run``, slices by a key, and gives one headline word.
+
+Noise band. Rows of one side that carry several ``lineage.eval_run`` values are re-runs of
+the same tasks. For each metric, each run's mean over tasks gives one number per run; their
+sample variances are pooled over the runs of both sides by degrees of freedom,
+``s^2 = sum((r_j - 1) s_j^2) / sum(r_j - 1)``, ``df = sum(r_j - 1)`` (any side with at least
+2 runs contributes). A delta is compared with
+
+    band = q x s x sqrt(1/R_before + 1/R_after)
+
+(``R`` = eval runs on each side; the sd of a difference of two means of R runs each),
+``q = t_{1-alpha/2}(df)`` when ``s`` is estimated (Student: ``s`` from few runs is itself
+noisy; at 3 runs ``t = 4.30`` where 1.96 would be 2.2x too narrow and call 19% of pure
+re-run noise a move), ``q = z_{1-alpha/2}`` for a bare given ``run_std``. A move (interval
+and p both clear) no larger than the band is ``within_eval_noise``. The task bootstrap sees
+rollout noise task by task; the band adds what moves a whole re-run at once (a judge or
+endpoint drifting between runs), which the task bootstrap cannot see.
+
+Where we differ from the reference engine (engine.md §6.2-6.4, §9 items 8-9):
+
+* p is exact for n <= 20 (the engine drew 2000 Monte Carlo sign flips from Python's
+  ``random``): 6 tasks all 0 -> 1 give p = 2/64 = 0.03125 exactly (engine: 0.0295).
+* Verdicts need the interval and p both (above); the engine used the interval alone.
+* The unpaired interval is one two-sample bootstrap of the difference of means, not two
+  independent one-sample intervals.
+* A regression with one eval run a side still counts as a regression (it is flagged
+  "unreplicated" in the warnings) while a gain reads ``moved_unreplicated``: claiming a win
+  needs a re-run, blocking on a possible loss does not.
+* Guards use the per-metric noise band too: a ``must_not_regress`` metric fails only when it
+  regressed beyond its own re-run noise (#300, "one floor for all metrics").
+* A bare ``run_std`` number applies to the target metric only; give a dict per metric, or
+  an :func:`eval_variance` result (which also carries its degrees of freedom), for others.
+* The noise band is estimated as soon as either side has 2+ eval runs (the engine asked
+  for 2+ on each side); a side with one run adds no degrees of freedom but still counts in
+  ``sqrt(1/R_before + 1/R_after)``.
+* :func:`eval_variance`'s band is ``t(runs - 1) x sqrt(2) x run_std``, the engine's
+  "Unreleased" fix of its ``1.96 x sqrt(2) x run_std``: with 3 runs the 1.96 band is 2.2x
+  too narrow. Its stability classes read ``run_std`` in percentage points (x 100) of a 0-1
+  metric: < 0.35 very_stable, < 0.7 stable, else high_variance.
+* A ``must_not_regress`` metric that cannot be measured (too few tasks) or never changes
+  value is reported in ``warnings``; it neither passes nor fails the report silently.
+* Training-seed variance (``train_runs``, the UNRESOLVED headline) is not implemented.
+"""
+
+from __future__ import annotations
+
+import html
+import math
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.stats
+from scipy.stats import norm
+from scipy.stats import t as student_t
+
+from toolkit._coerce import as_row_list
+from toolkit._errors import ConfigError, unknown_name_message
+from toolkit._keys import binary_reward, numeric_reward, task_key
+from toolkit._results import Result
+from toolkit.stats.passk import run_config
+from toolkit.stats.power import holdout_size
+from toolkit.stats.resampling import MIN_UNITS_FOR_INTERVAL, bootstrap_ci, sign_flip_test
+from toolkit.stats.summaries import per_task_values
+
+__all__ = [
+    "compare_runs",
+    "Comparison",
+    "delta_report",
+    "DeltaReport",
+    "MetricDelta",
+    "SliceDelta",
+    "eval_variance",
+    "EvalVariance",
+    "noise_band",
+    "LOWER_IS_BETTER",
+    "MIN_PAIRED_TASKS",
+]
+
+# See the module docstring: 5 pairs is the first n whose exact p reads as evidence.
+MIN_PAIRED_TASKS = 5
+
+# Markers where a rise is bad news (engine.md §6.3); delta_report reads them downward.
+LOWER_IS_BETTER = frozenset({"boilerplate", "self_reference", "hedging", "refusal", "sycophancy", "truncated"})
+
+# Fewer than half the tasks paired: the two runs measured mostly different situations, so
+# their difference is mostly a difference of task sets (engine.md §6.3, "situations").
+MIN_PAIRED_SHARE = 0.5
+# Answered-share gap test (#297: a reasoning base that ran out of tokens mid-thought vs an
+# adapter that answered): significant at 0.01 and larger than the re-run band, else 0.10.
+ANSWERED_GAP_ALPHA = 0.01
+ANSWERED_GAP_DEFAULT = 0.10
+# Warning thresholds (engine.md §6.3): a 5-point gap in length cuts changes what is graded;
+# under 95% graded rows, the ungraded ones can carry the difference.
+TRUNCATED_GAP = 0.05
+MIN_GRADED_SHARE = 0.95
+# m >= 4 metrics at alpha 0.05: P(at least one false move) = 1 - 0.95^4 = 0.185.
+FAMILY_WARNING_METRICS = 4
+# A before rate at or above 0.9 leaves under 0.1 of room to show a gain.
+CEILING_RATE = 0.9
+# Below 20 tasks with room to improve, and those under half the paired tasks, the target
+# measures mostly tasks that cannot move (engine.md §6.3).
+CEILING_MIN_ROOM_TASKS = 20
+# Eval re-runs below which eval_variance warns: 2 runs give one degree of freedom and
+# t_{0.975}(1) = 12.7, so the band is mostly the uncertainty of the sd itself.
+MIN_EVAL_RUNS = 3
+# Stability classes of eval_variance, in percentage points of a 0-1 metric (run_std x 100).
+VERY_STABLE_POINTS = 0.35
+STABLE_POINTS = 0.7
+
+# Config fields that should be the same on both sides of a comparison. policy_version and
+# model_version are left out: they differ because the agent is what changed.
+_HELD_FIXED = ("temperature", "max_tokens", "judge_version", "prompt_hash", "user_model", "writer_model")
+_AUTO_SLICE_FIELDS = ("category", "slice")
+
+
+# =========================================================================== per-task values
+
+
+def _marker_value(row: Mapping[str, Any], name: str) -> float | None:
+    markers = row.get("markers")
+    if not isinstance(markers, Mapping):
+        return None
+    value = markers.get(name)
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def _row_value(row: Mapping[str, Any], metric: str) -> float | None:
+    if metric == "pass_at_1":
+        value = binary_reward(row)
+        return None if value is None else float(value)
+    if metric == "reward":
+        return numeric_reward(row)
+    return _marker_value(row, metric[len("marker:"):])
+
+
+def _per_task_values(rows: Sequence[Mapping[str, Any]], metric: str) -> tuple[dict[str, float], int]:
+    """``{task: mean of the metric over the task's rows}`` and the count of unusable values.
+
+    Grouping and value rules are stats-core's :func:`toolkit.stats.summaries.per_task_values`
+    (exact 0/1 rewards for pass@1, finite numbers for markers); a marker one side never
+    carries is simply absent there, not an error, since the other side may carry it.
+    """
+    try:
+        grouped, skipped, _ = per_task_values(rows, metric)
+    except ConfigError:
+        return {}, 0
+    return {task: math.fsum(values) / len(values) for task, values in grouped.items()}, skipped
+
+
+def _per_task_rates(rows: Any, name: str = "rows") -> dict[str, float]:
+    """Per-task pass@1 of any row container (used by :mod:`toolkit.stats.power`)."""
+    return _per_task_values(as_row_list(rows, name), "pass_at_1")[0]
+
+
+def _marker_names(rows: Iterable[Mapping[str, Any]]) -> set[str]:
+    names: set[str] = set()
+    for row in rows:
+        markers = row.get("markers")
+        if isinstance(markers, Mapping):
+            names.update(str(name) for name in markers if _marker_value(row, str(name)) is not None)
+    return names
+
+
+def _resolve_metric(name: Any, known_markers: Iterable[str], *, extra: Iterable[str] = ()) -> str:
+    """Canonical metric name ("pass_at_1", "reward", "marker:<name>") or a ConfigError."""
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"metric must be a name such as 'pass_at_1' or 'marker:hedging'; got {name!r}")
+    markers = set(known_markers) | set(extra)
+    if name in ("pass_at_1", "reward"):
+        return name
+    bare = name[len("marker:"):] if name.startswith("marker:") else name
+    if bare in markers:
+        return "marker:" + bare
+    candidates = ["pass_at_1", "reward", *(f"marker:{m}" for m in sorted(markers)), *sorted(markers)]
+    raise ConfigError(unknown_name_message("metric", name, candidates))
+
+
+# =========================================================================== compare_runs
+
+
+@dataclass(frozen=True)
+class Comparison(Result):
+    """One metric compared between run ``a`` and run ``b`` (``delta`` is b - a).
+
+    ``mean_a``/``mean_b`` are over the tasks the comparison used (the shared tasks when
+    paired, every task of each run when unpaired), so ``delta = mean_b - mean_a``.
+    ``min_pvalue`` is the smallest p the exact sign-flip test could give at this n
+    (``2 / 2^n`` two-sided); ``None`` when unpaired or Monte Carlo.
+    """
+
+    metric: str
+    delta: float | None
+    ci: tuple[float, float] | None
+    pvalue: float | None
+    verdict: str
+    n_paired: int
+    n_only_a: int
+    n_only_b: int
+    paired_share: float | None
+    mean_a: float | None
+    mean_b: float | None
+    method: str
+    level: float
+    pvalue_method: str | None
+    min_pvalue: float | None
+    n_resamples: int
+    n_skipped_a: int
+    n_skipped_b: int
+    note: str | None = None
+
+    def __str__(self) -> str:
+        if self.delta is None:
+            return f"{self.metric}: no delta ({self.note})"
+        ci = f"[{self.ci[0]:+.3f}..{self.ci[1]:+.3f}]" if self.ci else "[no interval]"
+        p = f"p = {self.pvalue:.4g}" if self.pvalue is not None else "p n/a"
+        where = (
+            f"{self.n_paired} paired tasks" if self.method == "paired"
+            else f"unpaired, {self.n_paired} shared of {self.n_paired + self.n_only_a + self.n_only_b}"
+        )
+        return f"{self.metric}: delta {self.delta:+.3f} {ci}, {p}, {self.verdict} ({where})"
+
+
+def _two_sample_interval(
+    values_b: np.ndarray, values_a: np.ndarray, level: float, n_resamples: int, seed: Any
+) -> tuple[float, float]:
+    if np.all(values_a == values_a[0]) and np.all(values_b == values_b[0]):
+        # Every resample gives the same difference; scipy would warn about a degenerate
+        # distribution for the same answer.
+        point = float(values_b[0] - values_a[0])
+        return point, point
+
+    def difference(b: np.ndarray, a: np.ndarray, axis: int = -1) -> np.ndarray:
+        return np.mean(b, axis=axis) - np.mean(a, axis=axis)
+
+    result = scipy.stats.bootstrap(
+        (values_b, values_a),
+        difference,
+        n_resamples=n_resamples,
+        vectorized=True,
+        paired=False,
+        confidence_level=level,
+        method="percentile",
+        rng=np.random.default_rng(seed) if not isinstance(seed, np.random.Generator) else seed,
+    )
+    return float(result.confidence_interval.low), float(result.confidence_interval.high)
+
+
+def _compare_values(
+    values_a: Mapping[str, float],
+    values_b: Mapping[str, float],
+    metric: str,
+    *,
+    level: float,
+    seed: Any,
+    n_resamples: int,
+    skipped_a: int = 0,
+    skipped_b: int = 0,
+) -> Comparison:
+    alpha = 1.0 - level
+    shared = sorted(set(values_a) & set(values_b))
+    only_a = len(set(values_a) - set(values_b))
+    only_b = len(set(values_b) - set(values_a))
+    union = len(shared) + only_a + only_b
+    paired_share = len(shared) / union if union else None
+    base = dict(
+        metric=metric, n_paired=len(shared), n_only_a=only_a, n_only_b=only_b,
+        paired_share=paired_share, level=level, n_resamples=n_resamples,
+        n_skipped_a=skipped_a, n_skipped_b=skipped_b,
+    )
+    notes: list[str] = []
+
+    if len(shared) >= MIN_PAIRED_TASKS:
+        diffs = np.array([values_b[t] - values_a[t] for t in shared])
+        delta = math.fsum(diffs) / diffs.size
+        mean_a = math.fsum(values_a[t] for t in shared) / len(shared)
+        mean_b = math.fsum(values_b[t] for t in shared) / len(shared)
+        interval = bootstrap_ci(diffs, level=level, n_resamples=n_resamples, seed=seed)
+        test = sign_flip_test(diffs, n_resamples=n_resamples, seed=seed)
+        ci = None if interval.low is None else (interval.low, interval.high)
+        min_p = 2.0 / 2**diffs.size if test.method == "exact" else None
+        verdict = _verdict(ci, test.pvalue, alpha)
+        if ci is not None and (ci[0] > 0 or ci[1] < 0) and verdict == "no_difference_detected":
+            why = f"the interval excludes 0 but the sign-flip p = {test.pvalue:.4g} does not clear {alpha:g}"
+            if min_p is not None and min_p > alpha:
+                why += (
+                    f"; with {diffs.size} pairs no exact two-sided p can be below 2/2^{diffs.size} "
+                    f"= {min_p:.4g}: add tasks (at least {math.ceil(math.log2(2 / alpha))})"
+                )
+            notes.append(why)
+        elif ci is not None and 0 > ci[0] and ci[1] > 0 and test.pvalue is not None and test.pvalue <= alpha:
+            notes.append("p clears alpha but the interval still covers 0: borderline, read as no difference")
+        if paired_share is not None and paired_share < MIN_PAIRED_SHARE:
+            notes.append(f"most tasks unpaired ({len(shared)} of {union} paired)")
+        if interval.note and ci is not None and ci[0] == ci[1]:
+            notes.append("every paired difference is the same value, so the interval is the point")
+        return Comparison(
+            delta=delta, ci=ci, pvalue=test.pvalue, verdict=verdict, mean_a=mean_a, mean_b=mean_b,
+            method="paired", pvalue_method=test.method, min_pvalue=min_p,
+            note="; ".join(notes) or None, **base,
+        )
+
+    # Unpaired fallback.
+    if not values_a or not values_b:
+        empty = "a" if not values_a else "b"
+        if not values_a and not values_b:
+            empty = "either run"
+        return Comparison(
+            delta=None, ci=None, pvalue=None, verdict="insufficient_data",
+            mean_a=_mean_or_none(values_a.values()), mean_b=_mean_or_none(values_b.values()),
+            method="none", pvalue_method=None, min_pvalue=None,
+            note=f"no task carries {metric} in {empty}; "
+            + ("grade the rows first" if metric == "pass_at_1" else "measure it on both runs"),
+            **base,
+        )
+    array_a = np.array(list(values_a.values()))
+    array_b = np.array(list(values_b.values()))
+    mean_a = math.fsum(array_a) / array_a.size
+    mean_b = math.fsum(array_b) / array_b.size
+    notes.append(
+        f"fewer than {MIN_PAIRED_TASKS} shared tasks ({len(shared)}); unpaired comparison is a "
+        "weaker test (no p-value); run both sides on the same tasks"
+    )
+    ci = None
+    verdict = "insufficient_data"
+    if array_a.size >= MIN_UNITS_FOR_INTERVAL and array_b.size >= MIN_UNITS_FOR_INTERVAL:
+        ci = _two_sample_interval(array_b, array_a, level, n_resamples, seed)
+        verdict = _verdict(ci, None, alpha)
+        # The smallest two-sided p any exact two-sample permutation test can give at these
+        # sizes is 2 / C(n_a + n_b, n_a) (the observed split and its mirror); when even that
+        # exceeds alpha (3 vs 3 tasks: 2/20 = 0.1) no direction can be claimed, however
+        # narrow the bootstrap interval of so few values looks.
+        min_p = 2.0 / math.comb(array_a.size + array_b.size, array_a.size)
+        if min_p > alpha and verdict in ("a_better", "b_better"):
+            verdict = "no_difference_detected"
+            notes.append(
+                f"the interval excludes 0, but with {array_a.size} and {array_b.size} tasks no "
+                f"exact test can reach p <= {alpha:g} (smallest possible p {min_p:.3g}); add tasks"
+            )
+    else:
+        notes.append(
+            f"no interval: run a has {array_a.size} task(s) and run b {array_b.size}; each needs "
+            f"at least {MIN_UNITS_FOR_INTERVAL}"
+        )
+    return Comparison(
+        delta=mean_b - mean_a, ci=ci, pvalue=None, verdict=verdict,
+        mean_a=mean_a, mean_b=mean_b, method="unpaired", pvalue_method=None, min_pvalue=None,
+        note="; ".join(notes), **base,
+    )
+
+
+def _mean_or_none(values: Iterable[float]) -> float | None:
+    values = list(values)
+    return math.fsum(values) / len(values) if values else None
+
+
+def _verdict(ci: tuple[float, float] | None, pvalue: float | None, alpha: float) -> str:
+    if ci is None:
+        return "insufficient_data"
+    clears = pvalue is None or pvalue <= alpha
+    if ci[0] > 0 and clears:
+        return "b_better"
+    if ci[1] < 0 and clears:
+        return "a_better"
+    return "no_difference_detected"
+
+
+def _check_level(level: Any) -> float:
+    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0.0 < float(level) < 1.0:
+        raise ConfigError(f"level must be a number strictly between 0 and 1; got {level!r}")
+    return float(level)
+
+
+def _check_alpha(alpha: Any) -> float:
+    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0.0 < float(alpha) < 1.0:
+        raise ConfigError(f"alpha must be a number strictly between 0 and 1; got {alpha!r}")
+    return float(alpha)
+
+
+def _check_resamples(n_resamples: Any) -> int:
+    if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)) or n_resamples < 1:
+        raise ConfigError(f"n_resamples must be an integer >= 1; got {n_resamples!r}")
+    return int(n_resamples)
+
+
+def compare_runs(
+    a: Any,
+    b: Any,
+    metric: str = "pass_at_1",
+    level: float = 0.95,
+    seed: int | np.random.Generator = 0,
+    n_resamples: int = 10_000,
+) -> Comparison:
+    """Compare run ``b`` with run ``a`` on one metric, task by task (``delta`` = b - a).
+
+    Parameters
+    ----------
+    a, b : rows (list of dicts, SimulationData, DataFrame or JSONL path).
+    metric : ``"pass_at_1"`` (per-task mean of exact 0/1 rewards), ``"reward"`` (per-task
+        mean of numeric rewards) or ``"marker:<name>"`` (per-task mean of that marker; a
+        bare marker name works too). Unknown names raise with the nearest valid name.
+    level : confidence level of the interval; the test's alpha is ``1 - level``.
+    seed, n_resamples : for the bootstrap and (n > 20) the Monte Carlo sign flips.
+
+    Returns
+    -------
+    Comparison: ``delta``, ``ci``, ``pvalue``, ``verdict`` (b_better / a_better /
+    no_difference_detected / insufficient_data), ``n_paired``, ``n_only_a``, ``n_only_b``,
+    ``paired_share``, ``mean_a``, ``mean_b``, ``method`` (paired / unpaired / none),
+    ``note``. Formulas and the verdict rule: module docstring.
+
+    >>> a = [{"task_id": str(i), "reward": 0, "prompt": "", "steps": [], "final_text": ""} for i in range(6)]
+    >>> b = [dict(row, reward=1) for row in a]
+    >>> compare_runs(a, b).pvalue
+    0.03125
+    """
+    rows_a = as_row_list(a, "a")
+    rows_b = as_row_list(b, "b")
+    level = _check_level(level)
+    n_resamples = _check_resamples(n_resamples)
+    metric = _resolve_metric(metric, _marker_names(rows_a) | _marker_names(rows_b))
+    values_a, skipped_a = _per_task_values(rows_a, metric)
+    values_b, skipped_b = _per_task_values(rows_b, metric)
+    return _compare_values(
+        values_a, values_b, metric, level=level, seed=seed, n_resamples=n_resamples,
+        skipped_a=skipped_a, skipped_b=skipped_b,
+    )
+
+
+# =========================================================================== noise band
+
+
+def noise_band(
+    run_std: float,
+    n_runs_a: int = 1,
+    n_runs_b: int = 1,
+    *,
+    df: int | None = None,
+    alpha: float = 0.05,
+) -> float:
+    """Half-width of re-run noise on a delta: ``q x run_std x sqrt(1/n_runs_a + 1/n_runs_b)``.
+
+    ``q = t_{1-alpha/2}(df)`` when ``run_std`` was estimated with ``df`` degrees of freedom
+    (e.g. ``runs - 1``), else the normal ``z_{1-alpha/2}`` (1.96 at alpha 0.05).
+
+    >>> round(noise_band(0.02, 1, 1), 4)
+    0.0554
+    >>> round(noise_band(0.02, 3, 3, df=4), 4)
+    0.0453
+    """
+    if isinstance(run_std, bool) or not isinstance(run_std, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(float(run_std)) or run_std < 0:
+        raise ConfigError(f"run_std must be a finite number >= 0; got {run_std!r}")
+    for name, value in (("n_runs_a", n_runs_a), ("n_runs_b", n_runs_b)):
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+            raise ConfigError(f"{name} must be an integer >= 1; got {value!r}")
+    if df is not None and (isinstance(df, bool) or not isinstance(df, (int, np.integer)) or df < 1):
+        raise ConfigError(f"df must be an integer >= 1 (runs - 1); got {df!r}")
+    alpha = _check_alpha(alpha)
+    quantile = float(student_t.ppf(1 - alpha / 2, df)) if df else float(norm.ppf(1 - alpha / 2))
+    return quantile * float(run_std) * math.sqrt(1.0 / n_runs_a + 1.0 / n_runs_b)
+
+
+# =========================================================================== eval_variance
+
+
+@dataclass(frozen=True)
+class EvalVariance(Result):
+    """Spread of a metric across re-runs of the same tasks.
+
+    ``run_std`` is the sample sd (ddof 1) of the per-run means of pass@1; ``*_by_metric``
+    the same for pass@1 and every marker all runs carry. ``stability`` reads ``run_std``
+    in percentage points (``run_std x 100`` for a 0-1 metric): < 0.35 very_stable, < 0.7
+    stable, else high_variance (``None`` for a metric outside 0-1). ``noise_band`` =
+    ``t_{1-alpha/2}(runs - 1) x sqrt(2) x run_std``: how far one run of a change may sit from
+    one run of the baseline by re-run noise alone.
+    """
+
+    n_runs: int
+    run_means: dict[str, list[float]]
+    run_std: float | None
+    run_std_by_metric: dict[str, float | None]
+    stability: str | None
+    stability_by_metric: dict[str, str | None]
+    noise_band: float | None
+    noise_band_by_metric: dict[str, float | None]
+    df: int | None
+    n_tasks: list[int]
+    alpha: float
+    note: str | None = None
+
+    def __str__(self) -> str:
+        if self.run_std is None:
+            return f"eval variance over {self.n_runs} run(s): no run_std ({self.note})"
+        return (
+            f"pass@1 run_std {self.run_std:.4f} ({100 * self.run_std:.2f} pts, {self.stability}) "
+            f"over {self.n_runs} runs; noise band +/-{self.noise_band:.4f} "
+            f"(t({self.df}) x sqrt(2) x run_std)"
+        )
+
+
+def _split_runs(rows: Sequence[Mapping[str, Any]]) -> dict[Any, list[Mapping[str, Any]]]:
+    """Rows grouped by ``lineage.eval_run`` (rows without one share the key ``None``)."""
+    groups: dict[Any, list[Mapping[str, Any]]] = {}
+    for row in rows:
+        lineage = row.get("lineage")
+        run = lineage.get("eval_run") if isinstance(lineage, Mapping) else None
+        groups.setdefault(run, []).append(row)
+    return groups
+
+
+def _run_mean(rows: Sequence[Mapping[str, Any]], metric: str) -> float | None:
+    values, _ = _per_task_values(rows, metric)
+    return math.fsum(values.values()) / len(values) if values else None
+
+
+def _stability(run_std: float | None, unit_range: bool) -> str | None:
+    if run_std is None or not unit_range:
+        return None
+    points = 100.0 * run_std
+    if points < VERY_STABLE_POINTS:
+        return "very_stable"
+    if points < STABLE_POINTS:
+        return "stable"
+    return "high_variance"
+
+
+def eval_variance(*runs: Any, alpha: float = 0.05) -> EvalVariance:
+    """Re-run variance of pass@1 (and shared markers) across eval runs of the same tasks.
+
+    Pass each run's rows as one argument, or one set of rows whose ``lineage.eval_run``
+    values tell the runs apart. Per run and metric: the mean over tasks of the per-task
+    mean. ``run_std`` = sample sd (ddof 1) over runs; ``noise_band`` =
+    ``t_{1-alpha/2}(df = runs - 1) x sqrt(2) x run_std`` (the band on a difference of one
+    run each side; t rather than 1.96 because ``run_std`` is estimated from few runs: at 3
+    runs 1.96 would be 2.2x too narrow). Fewer than 3 runs: a note; fewer than 2: no sd.
+    Pass the result as ``delta_report(..., run_std=ev)`` to use it as the noise floor.
+    """
+    alpha = _check_alpha(alpha)
+    row_lists = [as_row_list(run, f"runs[{i}]") for i, run in enumerate(runs)]
+    if len(row_lists) == 1:
+        groups = _split_runs(row_lists[0])
+        if len(groups) > 1:
+            row_lists = [groups[key] for key in sorted(groups, key=lambda k: (k is None, str(k)))]
+    n_runs = len(row_lists)
+    common = set.intersection(*(_marker_names(r) for r in row_lists)) if row_lists else set()
+    metrics = ["pass_at_1", *(f"marker:{m}" for m in sorted(common))]
+    run_means: dict[str, list[float]] = {}
+    std_by: dict[str, float | None] = {}
+    band_by: dict[str, float | None] = {}
+    stability_by: dict[str, str | None] = {}
+    df = n_runs - 1 if n_runs >= 2 else None
+    quantile = float(student_t.ppf(1 - alpha / 2, df)) if df else None
+    for metric in metrics:
+        means = [_run_mean(rows, metric) for rows in row_lists]
+        present = [m for m in means if m is not None]
+        run_means[metric] = present
+        std = float(np.std(present, ddof=1)) if len(present) == n_runs and n_runs >= 2 else None
+        std_by[metric] = std
+        band_by[metric] = None if std is None or quantile is None else quantile * math.sqrt(2.0) * std
+        values = [v for rows in row_lists for v in _per_task_values(rows, metric)[0].values()]
+        unit_range = bool(values) and min(values) >= 0.0 and max(values) <= 1.0
+        stability_by[metric] = _stability(std, unit_range)
+    notes = []
+    if n_runs < 2:
+        notes.append(
+            f"{n_runs} run(s): a run-to-run sd needs at least 2 re-runs of the same tasks "
+            "(simulate(runs=3) stamps lineage.eval_run)"
+        )
+    elif n_runs < MIN_EVAL_RUNS:
+        notes.append(
+            f"only {n_runs} runs: the sd has {n_runs - 1} degree(s) of freedom and the band "
+            f"uses t = {quantile:.1f}; run at least {MIN_EVAL_RUNS}"
+        )
+    if n_runs >= 2 and std_by["pass_at_1"] is None:
+        notes.append("pass@1 is missing on some run (no binary rewards); grade every run")
+    return EvalVariance(
+        n_runs=n_runs,
+        run_means=run_means,
+        run_std=std_by["pass_at_1"],
+        run_std_by_metric=std_by,
+        stability=stability_by["pass_at_1"],
+        stability_by_metric=stability_by,
+        noise_band=band_by["pass_at_1"],
+        noise_band_by_metric=band_by,
+        df=df,
+        n_tasks=[len(_per_task_values(rows, "pass_at_1")[0]) for rows in row_lists],
+        alpha=alpha,
+        note="; ".join(notes) or None,
+    )
+
+
+# =========================================================================== delta_report
+
+
+@dataclass(frozen=True)
+class MetricDelta(Result):
+    """One metric of a :class:`DeltaReport` (``delta`` = after - before, raw direction).
+
+    ``direction`` says which way is good; ``gain_verdict`` reads the move in that direction:
+    ``gain``, ``regression``, ``no_difference_detected``, ``within_eval_noise`` (moved, but
+    no more than ``noise_band``), ``moved_unreplicated`` (a gain seen with one eval run a
+    side and no noise floor), ``insufficient_data``. ``roles`` lists target / guard / proxy.
+    """
+
+    metric: str
+    roles: tuple[str, ...]
+    direction: str
+    delta: float | None
+    ci: tuple[float, float] | None
+    pvalue: float | None
+    verdict: str
+    gain_verdict: str
+    n_paired: int
+    n_only_before: int
+    n_only_after: int
+    paired_share: float | None
+    mean_before: float | None
+    mean_after: float | None
+    method: str
+    pvalue_method: str | None
+    min_pvalue: float | None
+    run_std: float | None
+    noise_band: float | None
+    noise_df: int | None
+    note: str | None = None
+
+    def __str__(self) -> str:
+        if self.delta is None:
+            return f"{self.metric}: {self.gain_verdict} ({self.note})"
+        ci = f"[{self.ci[0]:+.3f}..{self.ci[1]:+.3f}]" if self.ci else "[no interval]"
+        p = f"p {self.pvalue:.3g}" if self.pvalue is not None else "p n/a"
+        arrow = " (lower is better)" if self.direction == "lower_is_better" else ""
+        band = f", band +/-{self.noise_band:.3f}" if self.noise_band is not None else ""
+        return (
+            f"{self.metric}{arrow}: {self.mean_before:.3f} -> {self.mean_after:.3f}, delta "
+            f"{self.delta:+.3f} {ci}, {p}, {self.gain_verdict} (n={self.n_paired}{band})"
+        )
+
+
+@dataclass(frozen=True)
+class SliceDelta(Result):
+    """The target metric within one slice (``by`` = ``value``) of a :class:`DeltaReport`.
+
+    ``low_n``: fewer paired tasks than ``ceil(log2(2/alpha))`` (6 at alpha 0.05), the least
+    that lets an exact two-sided sign-flip p reach alpha. ``weak``: the after rate is below
+    0.5, or the slice shows no supported gain while not at its ceiling.
+    """
+
+    by: str
+    value: Any
+    metric: str
+    delta: float | None
+    ci: tuple[float, float] | None
+    pvalue: float | None
+    verdict: str
+    gain_verdict: str
+    n_paired: int
+    n_only_before: int
+    n_only_after: int
+    mean_before: float | None
+    mean_after: float | None
+    low_n: bool
+    weak: bool
+    note: str | None = None
+
+    def __str__(self) -> str:
+        if self.delta is None:
+            return f"{self.by}={self.value}: {self.gain_verdict}"
+        ci = f"[{self.ci[0]:+.3f}..{self.ci[1]:+.3f}]" if self.ci else "[no interval]"
+        flags = "".join((" low n" if self.low_n else "", " weak" if self.weak else ""))
+        return f"{self.by}={self.value}: delta {self.delta:+.3f} {ci}, {self.gain_verdict} (n={self.n_paired}{flags})"
+
+
+@dataclass(frozen=True)
+class DeltaReport(Result):
+    """Before/after report: headline, per-metric deltas, slices, warnings, ``ok``.
+
+    ``headline`` starts with one of PASS, NO DIFFERENCE, NO DIFFERENCE (within eval noise),
+    FAIL, INCONCLUSIVE, NOT COMPARABLE, INSUFFICIENT DATA, TARGET NOT MEASURED. ``ok`` is
+    True when the sides are comparable, no guard failed, and the target was measured (with
+    an interval) and did not regress; it does not say the change helped. ``tasks_needed`` is how many paired tasks would detect
+    the measured target delta with power 0.8 (:func:`toolkit.holdout_size` on the measured
+    paired sd). ``report["hedging"]`` returns that metric's :class:`MetricDelta`.
+    """
+
+    headline: str
+    ok: bool
+    target: str
+    metrics: tuple[MetricDelta, ...]
+    slices: tuple[SliceDelta, ...]
+    warnings: tuple[str, ...]
+    not_comparable: tuple[str, ...]
+    failed_guards: tuple[str, ...]
+    tasks_needed: int | None
+    tasks_needed_note: str | None
+    n_eval_runs_before: int
+    n_eval_runs_after: int
+    noise_source: str | None
+    slice_by: str | None
+    alpha: float
+    n_rows_before: int
+    n_rows_after: int
+    note: str | None = None
+
+    def __getitem__(self, name: str) -> MetricDelta:
+        for metric in self.metrics:
+            if name in (metric.metric, metric.metric.removeprefix("marker:")):
+                return metric
+        raise KeyError(unknown_name_message("metric", name, [m.metric for m in self.metrics]))
+
+    def to_pandas(self) -> Any:
+        """One row per metric (``kind="metric"``) and per slice (``kind="slice"``)."""
+        import pandas as pd
+
+        records = []
+        for metric in self.metrics:
+            records.append({
+                "kind": "metric", "metric": metric.metric, "slice_by": None, "slice": None,
+                "direction": metric.direction, "roles": ",".join(metric.roles),
+                "delta": metric.delta,
+                "ci_low": metric.ci[0] if metric.ci else None,
+                "ci_high": metric.ci[1] if metric.ci else None,
+                "pvalue": metric.pvalue, "verdict": metric.verdict, "gain_verdict": metric.gain_verdict,
+                "n_paired": metric.n_paired, "mean_before": metric.mean_before,
+                "mean_after": metric.mean_after, "noise_band": metric.noise_band, "low_n": None,
+            })
+        direction = self[self.target].direction if self.metrics else "higher_is_better"
+        for part in self.slices:
+            records.append({
+                "kind": "slice", "metric": part.metric, "slice_by": part.by, "slice": part.value,
+                "direction": direction, "roles": "slice", "delta": part.delta,
+                "ci_low": part.ci[0] if part.ci else None,
+                "ci_high": part.ci[1] if part.ci else None,
+                "pvalue": part.pvalue, "verdict": part.verdict, "gain_verdict": part.gain_verdict,
+                "n_paired": part.n_paired, "mean_before": part.mean_before,
+                "mean_after": part.mean_after, "noise_band": None, "low_n": part.low_n,
+            })
+        return pd.DataFrame.from_records(records, columns=[
+            "kind", "metric", "slice_by", "slice", "direction", "roles", "delta", "ci_low",
+            "ci_high", "pvalue", "verdict", "gain_verdict", "n_paired", "mean_before",
+            "mean_after", "noise_band", "low_n",
+        ])
+
+    def __str__(self) -> str:
+        lines = [self.headline]
+        runs = f"{self.n_eval_runs_before} eval run(s) before, {self.n_eval_runs_after} after"
+        lines.append(
+            f"  ok={self.ok}; target {self.target}; {runs}; noise floor: {self.noise_source or 'none'}"
+        )
+        for metric in self.metrics:
+            lines.append(f"  {metric}")
+        if self.slices:
+            lines.append(f"  slices by {self.slice_by}:")
+            lines.extend(f"    {part}" for part in self.slices)
+        for reason in self.failed_guards:
+            lines.append(f"  guard failed: {reason}")
+        if self.tasks_needed_note:
+            lines.append(f"  sizing: {self.tasks_needed_note}")
+        for warning in self.warnings:
+            lines.append(f"  warning: {warning}")
+        return "\n".join(lines)
+
+    def __repr__(self) -> str:
+        return f"<DeltaReport {self.headline!r} ok={self.ok}, {len(self.metrics)} metrics, {len(self.slices)} slices>"
+
+    def _repr_html_(self) -> str:
+        frame = self.to_pandas()
+
+        def cell(value: Any) -> str:
+            if isinstance(value, float):
+                return "" if math.isnan(value) else f"{value:+.3f}" if abs(value) < 10 else f"{value:.4g}"
+            return html.escape("" if value is None else str(value))
+
+        head = "".join(f"<th>{html.escape(c)}</th>" for c in frame.columns)
+        body = "".join(
+            "<tr>" + "".join(f"<td>{cell(v)}</td>" for v in record) + "</tr>"
+            for record in frame.itertuples(index=False)
+        )
+        colour = "#1a7f37" if self.ok else "#cf222e"
+        notes = "".join(f"<li>{html.escape(w)}</li>" for w in (*self.failed_guards, *self.warnings))
+        sizing = f"<p>{html.escape(self.tasks_needed_note)}</p>" if self.tasks_needed_note else ""
+        return (
+            f"<div><p style='font-weight:bold;color:{colour}'>{html.escape(self.headline)}</p>"
+            f"<table><tr>{head}</tr>{body}</table>{sizing}"
+            + (f"<ul>{notes}</ul>" if notes else "")
+            + "</div>"
+        )
+
+
+def _offset_seed(seed: Any, offset: int) -> Any:
+    """seed + offset for int seeds (independent streams per metric); a Generator is shared."""
+    if isinstance(seed, np.random.Generator):
+        return seed
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
+        raise ConfigError(f"seed must be an int or a numpy.random.Generator; got {seed!r}")
+    return int(seed) + offset
+
+
+def _gain_verdict(comparison: Comparison, lower_is_better: bool, band: float | None, unreplicated: bool) -> str:
+    if comparison.verdict == "insufficient_data":
+        return "insufficient_data"
+    if comparison.verdict == "no_difference_detected":
+        return "no_difference_detected"
+    good = (comparison.verdict == "b_better") != lower_is_better
+    if band is not None and comparison.delta is not None and abs(comparison.delta) <= band:
+        return "within_eval_noise"
+    if good and band is None and unreplicated:
+        return "moved_unreplicated"
+    return "gain" if good else "regression"
+
+
+def _names(value: Any, what: str) -> list[str]:
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, Iterable):
+        out = list(value)
+        for item in out:
+            if not isinstance(item, str):
+                raise ConfigError(f"{what} must hold metric names (str); got {item!r}")
+        return out
+    raise ConfigError(f"{what} must be a metric name or a list of names; got {value!r}")
+
+
+def _pooled_run_std(
+    runs_by_side: Sequence[Sequence[Sequence[Mapping[str, Any]]]], metric: str
+) -> tuple[float, int] | None:
+    """Pooled-by-df sd of per-run means over the sides with >= 2 runs; (s, df) or None."""
+    weighted = []
+    df_total = 0
+    for runs in runs_by_side:
+        if len(runs) < 2:
+            continue
+        means = [_run_mean(rows, metric) for rows in runs]
+        if any(m is None for m in means):
+            return None
+        df = len(means) - 1
+        weighted.append(df * float(np.var(means, ddof=1)))
+        df_total += df
+    if df_total == 0:
+        return None
+    return math.sqrt(math.fsum(weighted) / df_total), df_total
+
+
+def _slice_getter(by: Any) -> tuple[str, Callable[[Mapping[str, Any]], Any]]:
+    if callable(by):
+        return getattr(by, "__name__", "callable"), by
+    if isinstance(by, str) and by:
+        path = by.split(".")
+
+        def get(row: Mapping[str, Any]) -> Any:
+            value: Any = row
+            for key in path:
+                if not isinstance(value, Mapping):
+                    return None
+                value = value.get(key)
+            return value
+
+        return by, get
+    raise TypeError(f"by must be a row field name (str, dotted for nested) or a callable(row); got {type(by).__name__}")
+
+
+def _auto_slice(rows_before: Sequence[Mapping[str, Any]], rows_after: Sequence[Mapping[str, Any]]) -> str | None:
+    for field in _AUTO_SLICE_FIELDS:
+        values_before = {str(r.get(field)) for r in rows_before if r.get(field) is not None}
+        values_after = {str(r.get(field)) for r in rows_after if r.get(field) is not None}
+        if len(values_before) >= 2 and len(values_after) >= 2:
+            return field
+    return None
+
+
+def _two_proportion_pvalue(x1: int, n1: int, x2: int, n2: int) -> float | None:
+    """Two-sided pooled two-proportion z-test p (statsmodels ``proportions_ztest`` form)."""
+    if n1 == 0 or n2 == 0:
+        return None
+    pooled = (x1 + x2) / (n1 + n2)
+    if pooled in (0.0, 1.0):
+        return 1.0
+    z = (x1 / n1 - x2 / n2) / math.sqrt(pooled * (1 - pooled) * (1 / n1 + 1 / n2))
+    return float(2 * norm.sf(abs(z)))
+
+
+def delta_report(
+    before: Any,
+    after: Any,
+    *,
+    metrics: Sequence[str] | None = None,
+    lower_is_better: Iterable[str] = (),
+    must_not_regress: Iterable[str] = (),
+    proxy: str | None = None,
+    target: str = "pass_at_1",
+    run_std: Any = None,
+    by: Any = None,
+    alpha: float = 0.05,
+    seed: int | np.random.Generator = 0,
+    n_resamples: int = 10_000,
+) -> DeltaReport:
+    """Before/after report on held-out tasks: did the change help, and can we tell?
+
+    Parameters
+    ----------
+    before, after : rows of each arm (any container :func:`compare_runs` takes).
+    metrics : metric names; default pass@1 plus every marker both sides carry. The target,
+        guards and proxy are always included.
+    lower_is_better : marker names read downward (added to the stock set
+        ``LOWER_IS_BETTER``); only ``gain_verdict`` flips, delta and CI stay raw.
+    must_not_regress : metrics whose regression (interval wholly on the bad side and beyond
+        the metric's noise band) fails the report.
+    proxy : a metric that must not rise while the target does not (or sit wholly above the
+        target): a rise there alone reads as over-optimisation and fails the report.
+    target : the metric the headline is about (default ``"pass_at_1"``).
+    run_std : re-run noise floor: a number (target only; q = z), a dict ``{metric: sd}``,
+        or an :func:`eval_variance` result (per metric, q = t(runs - 1)). Default: estimated
+        from ``lineage.eval_run`` re-runs inside the rows (module docstring).
+    by : slice key (row field, dotted for nested) or callable(row); default the first of
+        ``category`` / ``slice`` with >= 2 values on both sides; ``False`` for none.
+    alpha : test level; intervals are at ``1 - alpha``. Metric i uses ``seed + i``, slice j
+        ``seed + 100 + j``.
+
+    Unknown metric names raise with the nearest valid name. See :class:`DeltaReport`.
+    """
+    rows_before = as_row_list(before, "before")
+    rows_after = as_row_list(after, "after")
+    alpha = _check_alpha(alpha)
+    n_resamples = _check_resamples(n_resamples)
+    level = 1.0 - alpha
+    markers_before, markers_after = _marker_names(rows_before), _marker_names(rows_after)
+    markers_any = markers_before | markers_after
+
+    downward = set(LOWER_IS_BETTER)
+    for name in _names(lower_is_better, "lower_is_better"):
+        resolved = _resolve_metric(name, markers_any, extra=LOWER_IS_BETTER)
+        if not resolved.startswith("marker:"):
+            raise ConfigError(f"lower_is_better takes marker names; {name!r} is higher-is-better by definition")
+        downward.add(resolved[len("marker:"):])
+
+    def resolve(name: Any) -> str:
+        return _resolve_metric(name, markers_any, extra=LOWER_IS_BETTER)
+
+    target = resolve(target)
+    guards = [resolve(name) for name in _names(must_not_regress, "must_not_regress")]
+    proxy_metric = resolve(proxy) if proxy is not None else None
+    if metrics is None:
+        chosen = ["pass_at_1", *(f"marker:{m}" for m in sorted(markers_before & markers_after))]
+    else:
+        chosen = [resolve(name) for name in _names(metrics, "metrics")]
+    ordered: list[str] = []
+    for name in [target, *chosen, *guards, *([proxy_metric] if proxy_metric else [])]:
+        if name not in ordered:
+            ordered.append(name)
+
+    # ---- noise floors
+    runs_before = list(_split_runs(rows_before).values())
+    runs_after = list(_split_runs(rows_after).values())
+    n_runs_before, n_runs_after = len(runs_before), len(runs_after)
+    unreplicated = n_runs_before == 1 and n_runs_after == 1
+    floors: dict[str, tuple[float, int | None]] = {}
+    noise_source = None
+    if run_std is not None:
+        noise_source = "given"
+        if isinstance(run_std, EvalVariance):
+            for name, value in run_std.run_std_by_metric.items():
+                if value is not None:
+                    floors[name] = (value, run_std.df)
+        elif isinstance(run_std, Mapping):
+            for name, value in run_std.items():
+                floors[resolve(name)] = (_check_std(value, f"run_std[{name!r}]"), None)
+        else:
+            floors[target] = (_check_std(run_std, "run_std"), None)
+    else:
+        for name in ordered:
+            pooled = _pooled_run_std((runs_before, runs_after), name)
+            if pooled is not None:
+                floors[name] = pooled
+                noise_source = "estimated from lineage.eval_run"
+
+    # ---- per-metric comparisons
+    results: list[MetricDelta] = []
+    for index, name in enumerate(ordered):
+        values_before, skipped_before = _per_task_values(rows_before, name)
+        values_after, skipped_after = _per_task_values(rows_after, name)
+        comparison = _compare_values(
+            values_before, values_after, name, level=level, seed=_offset_seed(seed, index),
+            n_resamples=n_resamples, skipped_a=skipped_before, skipped_b=skipped_after,
+        )
+        is_down = name.startswith("marker:") and name[len("marker:"):] in downward
+        floor = floors.get(name)
+        band = None
+        if floor is not None:
+            band = noise_band(floor[0], n_runs_before, n_runs_after, df=floor[1], alpha=alpha)
+        roles = tuple(
+            role for role, present in (
+                ("target", name == target), ("guard", name in guards), ("proxy", name == proxy_metric),
+            ) if present
+        )
+        results.append(MetricDelta(
+            metric=name, roles=roles, direction="lower_is_better" if is_down else "higher_is_better",
+            delta=comparison.delta, ci=comparison.ci, pvalue=comparison.pvalue,
+            verdict=comparison.verdict,
+            gain_verdict=_gain_verdict(comparison, is_down, band, unreplicated),
+            n_paired=comparison.n_paired, n_only_before=comparison.n_only_a,
+            n_only_after=comparison.n_only_b, paired_share=comparison.paired_share,
+            mean_before=comparison.mean_a, mean_after=comparison.mean_b, method=comparison.method,
+            pvalue_method=comparison.pvalue_method, min_pvalue=comparison.min_pvalue,
+            run_std=floor[0] if floor else None, noise_band=band,
+            noise_df=floor[1] if floor else None, note=comparison.note,
+        ))
+    by_name = {m.metric: m for m in results}
+    target_delta = by_name[target]
+
+    warnings: list[str] = []
+    not_comparable: list[str] = []
+
+    # ---- guards
+    failed, guard_warnings = _check_guards(rows_before, rows_after, by_name, target, guards, proxy_metric)
+    warnings.extend(guard_warnings)
+
+    # ---- comparability
+    keys_before = {task_key(r) for r in rows_before}
+    keys_after = {task_key(r) for r in rows_after}
+    union = keys_before | keys_after
+    shared_tasks = keys_before & keys_after
+    if union and len(shared_tasks) / len(union) < MIN_PAIRED_SHARE:
+        not_comparable.append(
+            f"situations: only {len(shared_tasks)} of {len(union)} tasks appear on both sides; "
+            "replay the same tasks (simulate(tasks=...)) before comparing"
+        )
+    config_before, config_after = run_config(rows_before), run_config(rows_after)
+    answered_check = _answered_gap(config_before, config_after, target_delta.noise_band)
+    if answered_check:
+        not_comparable.append(answered_check)
+    warnings.extend(_config_warnings(config_before, config_after, target))
+    if len(ordered) >= FAMILY_WARNING_METRICS:
+        family = 1.0 - (1.0 - alpha) ** len(ordered)
+        warnings.append(
+            f"{len(ordered)} metrics at alpha {alpha:g}: the chance that at least one moves by "
+            f"luck is 1 - {1 - alpha:g}^{len(ordered)} = {family:.3f}; trust the target, read "
+            "the rest as leads"
+        )
+    warnings.extend(_ceiling_warnings(rows_before, rows_after, target, target_delta, downward))
+    eval_runs_missing = _partly_labelled(rows_before) or _partly_labelled(rows_after)
+    if eval_runs_missing:
+        warnings.append(
+            "some rows carry lineage.eval_run and others do not; the unlabelled ones were "
+            "treated as one more run"
+        )
+    if unreplicated and noise_source is None:
+        regressed = [m.metric for m in results if m.gain_verdict == "regression"]
+        if regressed:
+            warnings.append(
+                f"{', '.join(regressed)} regressed on 1 eval run a side; rerun both to see "
+                "whether it is re-run noise"
+            )
+
+    # ---- slices
+    slices, slice_by = _slices(
+        rows_before, rows_after, by, target, target in {f"marker:{d}" for d in downward},
+        level=level, alpha=alpha, seed=seed, n_resamples=n_resamples,
+        unreplicated=unreplicated and target not in floors,
+    )
+
+    # ---- headline and ok
+    headline = _headline(not_comparable, failed, target_delta, unreplicated)
+    # Nothing measured is not "no regression": a gate reading ok must not pass empty data.
+    ok = (
+        not not_comparable and not failed
+        and target_delta.gain_verdict not in ("regression", "insufficient_data")
+    )
+
+    tasks_needed, tasks_note = _tasks_needed(rows_before, rows_after, target, target_delta, alpha)
+    return DeltaReport(
+        headline=headline, ok=ok, target=target, metrics=tuple(results), slices=tuple(slices),
+        warnings=tuple(warnings), not_comparable=tuple(not_comparable), failed_guards=tuple(failed),
+        tasks_needed=tasks_needed, tasks_needed_note=tasks_note,
+        n_eval_runs_before=n_runs_before, n_eval_runs_after=n_runs_after,
+        noise_source=noise_source, slice_by=slice_by, alpha=alpha,
+        n_rows_before=len(rows_before), n_rows_after=len(rows_after),
+    )
+
+
+def _check_guards(
+    rows_before: Sequence[Mapping[str, Any]],
+    rows_after: Sequence[Mapping[str, Any]],
+    by_name: Mapping[str, MetricDelta],
+    target: str,
+    guards: Sequence[str],
+    proxy_metric: str | None,
+) -> tuple[list[str], list[str]]:
+    """(failed guard reasons, warnings) for must_not_regress metrics and the proxy."""
+    failed: list[str] = []
+    warnings: list[str] = []
+    for name in guards:
+        metric = by_name[name]
+        if metric.gain_verdict == "regression":
+            failed.append(
+                f"must_not_regress {name} moved the wrong way: {metric.mean_before:.3f} -> "
+                f"{metric.mean_after:.3f}, delta {metric.delta:+.3f} "
+                f"[{metric.ci[0]:+.3f}..{metric.ci[1]:+.3f}]"
+            )
+        elif metric.gain_verdict == "insufficient_data":
+            warnings.append(f"guard {name} could not be checked: {metric.note}")
+        if metric.delta is not None and _constant_both(rows_before, rows_after, name):
+            warnings.append(
+                f"guard {name} has one value on every row of both sides; it cannot show a "
+                "regression here (check that the marker can fire)"
+            )
+    if proxy_metric is None or proxy_metric == target:
+        return failed, warnings
+    proxy_delta, target_delta = by_name[proxy_metric], by_name[target]
+    above = False
+    if proxy_delta.ci and target_delta.ci:
+        # Both read with "up = good", so a lower-is-better proxy compares the right way.
+        above = _good_interval(proxy_delta)[0] > _good_interval(target_delta)[1]
+    if (proxy_delta.gain_verdict == "gain" and target_delta.gain_verdict != "gain") or above:
+        failed.append(
+            f"proxy {proxy_metric} improved ({proxy_delta.delta:+.3f}) while the target "
+            f"{target} did not keep up ({target_delta.gain_verdict}, "
+            f"{_format_delta(target_delta.delta)}): over-optimised on the proxy"
+        )
+    return failed, warnings
+
+
+def _config_warnings(config_before: Mapping[str, Any], config_after: Mapping[str, Any], target: str) -> list[str]:
+    """Fields that should be held fixed but differ, shares that differ, ungraded rows."""
+    warnings: list[str] = []
+    for field in _HELD_FIXED:
+        label = "lineage.system_prompt_sha" if field == "prompt_hash" else field
+        for side, config in (("before", config_before), ("after", config_after)):
+            if field in config["mixed"]:
+                shown = ", ".join(map(str, config["mixed_values"][field]))
+                warnings.append(f"{side} mixes {label} values ({shown}); its rows were not run alike")
+        value_before, value_after = config_before.get(field), config_after.get(field)
+        if value_before is not None and value_after is not None and value_before != value_after:
+            extra = (
+                " (a base rate measured under one deploy prompt is not comparable with one "
+                "under another, unless the prompt is the change under test)"
+                if field == "prompt_hash" else ""
+            )
+            warnings.append(f"{label} differs: before {value_before!r}, after {value_after!r}{extra}")
+    truncated_before = config_before.get("truncated_share") or 0.0
+    truncated_after = config_after.get("truncated_share") or 0.0
+    if abs(truncated_after - truncated_before) > TRUNCATED_GAP:
+        warnings.append(
+            f"truncated share differs: before {truncated_before:.1%}, after {truncated_after:.1%}; "
+            "length cuts change what gets graded (raise max_tokens on both sides)"
+        )
+    if target == "pass_at_1":
+        for side, config in (("before", config_before), ("after", config_after)):
+            graded = config.get("graded_share")
+            if graded is not None and graded < MIN_GRADED_SHARE:
+                warnings.append(
+                    f"only {graded:.1%} of {side} rows carry a 0/1 reward; the ungraded rows "
+                    "can hold the difference (grade every row)"
+                )
+    return warnings
+
+
+def _headline(not_comparable: Sequence[str], failed: Sequence[str], target_delta: MetricDelta, unreplicated: bool) -> str:
+    """The one headline, most serious first: comparability, measurement, failure, move."""
+    verdict = target_delta.gain_verdict
+    if not_comparable:
+        return "NOT COMPARABLE: " + "; ".join(not_comparable)
+    if target_delta.method == "none":
+        return f"TARGET NOT MEASURED: {target_delta.note}"
+    if verdict == "insufficient_data":
+        return f"INSUFFICIENT DATA: {target_delta.note}"
+    if failed or verdict == "regression":
+        reasons = list(failed)
+        if verdict == "regression":
+            reasons.insert(0, f"target {target_delta.metric} regressed {target_delta.delta:+.3f}")
+        return "FAIL: " + "; ".join(reasons)
+    if verdict == "within_eval_noise":
+        return "NO DIFFERENCE (within eval noise)"
+    if verdict == "moved_unreplicated":
+        if unreplicated:
+            return "INCONCLUSIVE (1 eval run a side, rerun to confirm)"
+        return "INCONCLUSIVE (no re-run noise floor for the target, rerun to confirm)"
+    return "PASS" if verdict == "gain" else "NO DIFFERENCE"
+
+
+def _check_std(value: Any, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            or not math.isfinite(float(value)) or value < 0:
+        raise ConfigError(f"{name} must be a finite number >= 0 (a run-to-run sd); got {value!r}")
+    return float(value)
+
+
+def _format_delta(value: float | None) -> str:
+    return "no delta" if value is None else f"{value:+.3f}"
+
+
+def _good_interval(metric: MetricDelta) -> tuple[float, float]:
+    """The interval with "up = good", so metrics of either direction compare."""
+    assert metric.ci is not None
+    low, high = metric.ci
+    return (-high, -low) if metric.direction == "lower_is_better" else (low, high)
+
+
+def _constant_both(rows_before: Sequence[Mapping[str, Any]], rows_after: Sequence[Mapping[str, Any]], metric: str) -> bool:
+    values = {v for rows in (rows_before, rows_after) for v in (_row_value(r, metric) for r in rows) if v is not None}
+    return len(values) == 1
+
+
+def _partly_labelled(rows: Sequence[Mapping[str, Any]]) -> bool:
+    groups = _split_runs(rows)
+    return None in groups and len(groups) > 1
+
+
+def _answered_gap(config_before: Mapping[str, Any], config_after: Mapping[str, Any], band: float | None) -> str | None:
+    n_before, n_after = config_before.get("n_rows") or 0, config_after.get("n_rows") or 0
+    share_before, share_after = config_before.get("answered_share"), config_after.get("answered_share")
+    if not n_before or not n_after or share_before is None or share_after is None:
+        return None
+    answered_before = round(share_before * n_before)
+    answered_after = round(share_after * n_after)
+    pvalue = _two_proportion_pvalue(answered_before, n_before, answered_after, n_after)
+    gap = abs(share_after - share_before)
+    threshold = band if band is not None else ANSWERED_GAP_DEFAULT
+    if pvalue is not None and pvalue < ANSWERED_GAP_ALPHA and gap > threshold:
+        return (
+            f"answered: {share_before:.1%} of before rows and {share_after:.1%} of after rows "
+            f"end with an answer (gap {gap:.1%}, two-proportion z-test p = {pvalue:.2g}); a side "
+            "that ran out of tokens mid-thought is not comparable (raise max_tokens or strip "
+            "reasoning on both sides)"
+        )
+    return None
+
+
+def _ceiling_warnings(
+    rows_before: Sequence[Mapping[str, Any]],
+    rows_after: Sequence[Mapping[str, Any]],
+    target: str,
+    target_delta: MetricDelta,
+    downward: set[str],
+) -> list[str]:
+    if target_delta.mean_before is None or target_delta.direction == "lower_is_better":
+        return []
+    values_before, _ = _per_task_values(rows_before, target)
+    values_after, _ = _per_task_values(rows_after, target)
+    if not values_before or max(values_before.values()) > 1.0 or min(values_before.values()) < 0.0:
+        return []  # the ceiling reading needs a 0-1 metric
+    mean_before = math.fsum(values_before.values()) / len(values_before)
+    if mean_before >= CEILING_RATE:
+        return [
+            f"ceiling: {target} was already {mean_before:.3f} before; a suite near 1 can barely "
+            "show a gain (add harder tasks)"
+        ]
+    shared = set(values_before) & set(values_after)
+    room = sum(1 for task in shared if values_before[task] < 1.0)
+    if shared and room < CEILING_MIN_ROOM_TASKS and room < 0.5 * len(shared):
+        return [
+            f"ceiling: only {room} of {len(shared)} paired tasks had room to improve on {target}; "
+            "the delta is measured on few tasks"
+        ]
+    return []
+
+
+def _slices(
+    rows_before: Sequence[Mapping[str, Any]],
+    rows_after: Sequence[Mapping[str, Any]],
+    by: Any,
+    target: str,
+    target_down: bool,
+    *,
+    level: float,
+    alpha: float,
+    seed: Any,
+    n_resamples: int,
+    unreplicated: bool,
+) -> tuple[list[SliceDelta], str | None]:
+    if by is False:
+        return [], None
+    if by is None:
+        by = _auto_slice(rows_before, rows_after)
+        if by is None:
+            return [], None
+    label, get = _slice_getter(by)
+    groups: dict[str, tuple[Any, list, list]] = {}
+    for side, rows in ((1, rows_before), (2, rows_after)):
+        for row in rows:
+            value = get(row)
+            if value is None:
+                continue
+            entry = groups.setdefault(str(value), (value, [], []))
+            entry[side].append(row)
+    # ceil(log2(2/alpha)): the fewest pairs whose exact two-sided sign-flip p can reach alpha.
+    min_tasks = math.ceil(math.log2(2.0 / alpha))
+    out = []
+    for index, key in enumerate(sorted(groups)):
+        value, part_before, part_after = groups[key]
+        values_before, skipped_before = _per_task_values(part_before, target)
+        values_after, skipped_after = _per_task_values(part_after, target)
+        comparison = _compare_values(
+            values_before, values_after, target, level=level, seed=_offset_seed(seed, 100 + index),
+            n_resamples=n_resamples, skipped_a=skipped_before, skipped_b=skipped_after,
+        )
+        gain = _gain_verdict(comparison, target_down, None, unreplicated)
+        mean_after = comparison.mean_b
+        at_ceiling = comparison.mean_a is not None and comparison.mean_a >= CEILING_RATE
+        supported = gain in ("gain", "moved_unreplicated")
+        weak = (not target_down and mean_after is not None and mean_after < 0.5) or (
+            not supported and not at_ceiling
+        )
+        out.append(SliceDelta(
+            by=label, value=value, metric=target, delta=comparison.delta, ci=comparison.ci,
+            pvalue=comparison.pvalue, verdict=comparison.verdict, gain_verdict=gain,
+            n_paired=comparison.n_paired, n_only_before=comparison.n_only_a,
+            n_only_after=comparison.n_only_b, mean_before=comparison.mean_a,
+            mean_after=mean_after, low_n=comparison.n_paired < min_tasks, weak=weak,
+            note=comparison.note,
+        ))
+    return out, label
+
+
+def _tasks_needed(
+    rows_before: Sequence[Mapping[str, Any]],
+    rows_after: Sequence[Mapping[str, Any]],
+    target: str,
+    target_delta: MetricDelta,
+    alpha: float,
+) -> tuple[int | None, str | None]:
+    delta = target_delta.delta
+    if delta is None or delta == 0.0:
+        return None, None
+    effect = abs(delta)
+    if effect >= 1.0:
+        return None, "the delta is the largest a 0-1 metric allows; there is nothing to size"
+    try:
+        if target == "pass_at_1":
+            size = holdout_size(effect, before=rows_before, after=rows_after, alpha=alpha)
+        else:
+            values_before, _ = _per_task_values(rows_before, target)
+            values_after, _ = _per_task_values(rows_after, target)
+            shared = sorted(set(values_before) & set(values_after))
+            if len(shared) < 2:
+                return None, None
+            sd = float(np.std([values_after[t] - values_before[t] for t in shared], ddof=1))
+            if sd == 0.0:
+                return None, f"the paired sd of {target} is 0; no sizing from it"
+            size = holdout_size(effect, task_std=sd, alpha=alpha)
+    except ConfigError as error:
+        return None, f"no sizing for a delta of {effect:.3f}: {error}"
+    note = (
+        f"{size.n} paired tasks detect a change of {effect:.3f} (the measured delta) with "
+        f"power {size.power:g} at alpha {alpha:g} (paired sd {size.sd:.3f}, "
+        f"{size.sd_source.replace('_', ' ')}); this comparison has {target_delta.n_paired}"
+    )
+    if size.note:
+        note += f" ({size.note})"
+    return size.n, note

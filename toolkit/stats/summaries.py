@@ -1,0 +1,346 @@
+"""One metric over tasks, every marker at once, and how much learning signal groups carry.
+
+* :func:`metric_summary`: the mean over tasks of each task's mean (so a task with 8
+  rollouts weighs what a task with 2 does), with a percentile-bootstrap interval over tasks.
+  A metric on which every applicable row has the same value is ``degenerate``: its
+  interval is withheld and a warning says so, because a marker that cannot fire passed as
+  a guard in the reference engine (#270) and an all-zero checker looked like a clean
+  failure (#594).
+* :func:`marker_summary`: :func:`metric_summary` for every marker present in the rows.
+* :func:`group_signal` (engine.md §6.7): how many asks (tasks) are mixed, i.e. carry
+  within-group reward variance, the only part a grouped RL update (GRPO) learns from.
+  Counts use every numeric reward: 1 counts as a pass, 0 as a fail, anything in between
+  (0.5) as neither (§10 item 35), while the pass@k numbers beside them use exact 0/1 only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from toolkit._coerce import as_row_list
+from toolkit._errors import ConfigError, unknown_name_message
+from toolkit._keys import binary_reward, numeric_reward, task_key
+from toolkit._results import Result
+from toolkit.stats.passk import pass_at
+from toolkit.stats.resampling import MIN_UNITS_FOR_INTERVAL, bootstrap_ci
+
+__all__ = [
+    "metric_summary",
+    "MetricSummary",
+    "marker_summary",
+    "MarkerSummary",
+    "group_signal",
+    "GroupSignal",
+]
+
+_BUILTIN_METRICS = ("pass_at_1", "reward")
+_MARKER_PREFIX = "marker:"
+
+
+def _marker_names(rows: list[dict[str, Any]]) -> list[str]:
+    names: set[str] = set()
+    for row in rows:
+        markers = row.get("markers")
+        if isinstance(markers, Mapping):
+            names.update(str(name) for name in markers)
+    return sorted(names)
+
+
+def _marker_value(row: Mapping[str, Any], name: str) -> tuple[bool, float | None]:
+    """(present, finite number or None) of marker ``name`` on ``row``."""
+    markers = row.get("markers")
+    if not isinstance(markers, Mapping) or markers.get(name) is None:
+        return False, None
+    value = markers[name]
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        return True, None
+    number = float(value)
+    return True, number if math.isfinite(number) else None
+
+
+def _resolve_metric(rows: list[dict[str, Any]], metric: str) -> tuple[str, str | None]:
+    """("pass_at_1" | "reward" | "marker", marker name or None)."""
+    if not isinstance(metric, str):
+        raise TypeError(f"metric must be a string ('pass_at_1', 'reward' or 'marker:<name>'); got {metric!r}")
+    if metric in _BUILTIN_METRICS:
+        return metric, None
+    markers = _marker_names(rows)
+    name = metric[len(_MARKER_PREFIX):] if metric.startswith(_MARKER_PREFIX) else metric
+    if name in markers or not rows:
+        return "marker", name
+    candidates = [*_BUILTIN_METRICS, *markers, *(f"{_MARKER_PREFIX}{m}" for m in markers)]
+    raise ConfigError(unknown_name_message("metric", metric, candidates))
+
+
+def per_task_values(rows: Any, metric: str) -> tuple[dict[str, list[float]], int, str]:
+    """Values of ``metric`` grouped by task: (task -> values, n_skipped, resolved name).
+
+    ``pass_at_1`` keeps exact 0/1 rewards; ``reward`` any finite numeric reward; a marker
+    its finite numeric values. Present-but-unusable values (bool, text, NaN, partial
+    reward for pass_at_1) are counted in ``n_skipped``; rows without the value are not.
+    Other statistics (``compare_runs``) pair tasks through this.
+    """
+    rows = as_row_list(rows)
+    kind, marker = _resolve_metric(rows, metric)
+    grouped: dict[str, list[float]] = {}
+    skipped = 0
+    for row in rows:
+        if kind == "marker":
+            present, value = _marker_value(row, marker)  # type: ignore[arg-type]
+        else:
+            present = row.get("reward") is not None or row.get("qwen_reward") is not None
+            value = binary_reward(row) if kind == "pass_at_1" else numeric_reward(row)
+        if value is None:
+            skipped += int(present)
+            continue
+        grouped.setdefault(task_key(row), []).append(float(value))
+    resolved = f"{_MARKER_PREFIX}{marker}" if kind == "marker" else kind
+    return grouped, skipped, resolved
+
+
+@dataclass(frozen=True)
+class MetricSummary(Result):
+    """Mean over tasks of a metric's per-task means, with a bootstrap interval over tasks.
+
+    ``degenerate`` is True when every applicable row has one value; then ``ci95`` is None
+    and ``warnings`` says why. ``n_rows_at_1`` / ``n_rows_at_0`` count rows whose value is
+    exactly 1 / 0.
+    """
+
+    metric: str
+    mean: float | None
+    ci95: tuple[float, float] | None
+    level: float
+    n_tasks: int
+    n_rows: int
+    n_skipped: int
+    degenerate: bool
+    n_rows_at_1: int
+    n_rows_at_0: int
+    per_task: dict[str, float] = field(repr=False)
+    warnings: tuple[str, ...] = ()
+    note: str | None = None
+
+    def __str__(self) -> str:
+        if self.mean is None:
+            return f"{self.metric}: n/a ({self.note})"
+        interval = f" [{self.ci95[0]:.3g}..{self.ci95[1]:.3g}]" if self.ci95 else " [no interval]"
+        flag = " DEGENERATE" if self.degenerate else ""
+        return f"{self.metric} {self.mean:.3g}{interval} ({self.n_tasks} tasks, {self.n_rows} rows){flag}"
+
+
+def metric_summary(
+    rows: Any,
+    metric: str,
+    level: float = 0.95,
+    n_resamples: int = 10_000,
+    seed: int | np.random.Generator | None = 0,
+) -> MetricSummary:
+    """Mean over task means of ``metric`` with a percentile-bootstrap interval over tasks.
+
+    ``metric``: ``"pass_at_1"`` (exact 0/1 rewards), ``"reward"`` (any numeric reward),
+    ``"marker:<name>"`` or a bare marker name. An unknown name raises with the nearest
+    valid ones. Empty input returns a result with a note.
+    """
+    rows = as_row_list(rows)
+    grouped, skipped, resolved = per_task_values(rows, metric)
+    tasks = sorted(grouped)
+    values = [value for task in tasks for value in grouped[task]]
+    at_1 = sum(1 for value in values if value == 1.0)
+    at_0 = sum(1 for value in values if value == 0.0)
+    per_task = {task: math.fsum(grouped[task]) / len(grouped[task]) for task in tasks}
+    warnings: list[str] = []
+    notes: list[str] = []
+
+    def build(mean: float | None, ci: tuple[float, float] | None, degenerate: bool) -> MetricSummary:
+        return MetricSummary(
+            resolved, mean, ci, float(level), len(tasks), len(values), skipped, degenerate,
+            at_1, at_0, per_task, tuple(warnings), "; ".join(notes) if notes else None,
+        )
+
+    if not values:
+        if not rows:
+            notes.append("no rows: nothing to summarise")
+        else:
+            detail = f" ({skipped} present but not usable)" if skipped else ""
+            notes.append(f"no row carries a usable value of {resolved}{detail}")
+        return build(None, None, False)
+    mean = math.fsum(per_task.values()) / len(tasks)
+    if len(values) >= 2 and len(set(values)) == 1:
+        only = values[0]
+        shown = f"{only:g}"
+        if resolved.startswith(_MARKER_PREFIX):
+            warnings.append(
+                f"{resolved} is {shown} on every row ({len(values)} of {len(values)}): it cannot move here, "
+                "so it cannot guard a change (do not use it in must_not_regress)"
+            )
+        else:
+            warnings.append(
+                f"every row scored {shown} ({len(values)} of {len(values)}); check the judge before reading this number"
+            )
+        notes.append("degenerate: no interval on a metric that never varies")
+        return build(mean, None, True)
+    if len(tasks) < MIN_UNITS_FOR_INTERVAL:
+        notes.append(
+            f"no interval: {len(tasks)} task(s), and a bootstrap needs {MIN_UNITS_FOR_INTERVAL}; run more tasks"
+        )
+        return build(mean, None, False)
+    result = bootstrap_ci([per_task[t] for t in tasks], "mean", level=level, n_resamples=n_resamples, seed=seed)
+    ci = None if result.low is None else (result.low, result.high)
+    return build(mean, ci, False)
+
+
+@dataclass(frozen=True)
+class MarkerSummary(Result, Mapping):
+    """:class:`MetricSummary` per marker (a read-only mapping name -> summary)."""
+
+    markers: dict[str, MetricSummary]
+    n_rows: int
+    note: str | None = None
+
+    def __getitem__(self, name: str) -> MetricSummary:
+        if name not in self.markers:
+            raise KeyError(unknown_name_message("marker", name, self.markers))
+        return self.markers[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.markers)
+
+    def __len__(self) -> int:
+        return len(self.markers)
+
+    def __str__(self) -> str:
+        if not self.markers:
+            return f"no markers ({self.note})"
+        return " | ".join(str(summary) for summary in self.markers.values())
+
+    __hash__ = None  # type: ignore[assignment]  # holds dicts
+
+
+def marker_summary(
+    rows: Any,
+    level: float = 0.95,
+    n_resamples: int = 10_000,
+    seed: int | np.random.Generator | None = 0,
+) -> MarkerSummary:
+    """:func:`metric_summary` for every marker present in ``rows`` (sorted by name)."""
+    rows = as_row_list(rows)
+    names = _marker_names(rows)
+    summaries = {
+        name: metric_summary(rows, f"{_MARKER_PREFIX}{name}", level=level, n_resamples=n_resamples, seed=seed)
+        for name in names
+    }
+    notes = []
+    if not rows:
+        notes.append("no rows")
+    elif not names:
+        notes.append("no row carries markers")
+    short = [name for name, s in summaries.items() if s.ci95 is None and not s.degenerate and s.n_tasks < MIN_UNITS_FOR_INTERVAL]
+    if short:
+        notes.append(f"no interval for {', '.join(short)}: fewer than {MIN_UNITS_FOR_INTERVAL} tasks carry them")
+    return MarkerSummary(summaries, len(rows), "; ".join(notes) if notes else None)
+
+
+# --------------------------------------------------------------------------- signal
+
+
+@dataclass(frozen=True)
+class GroupSignal(Result):
+    """How many asks carry learning signal for a grouped update (engine.md §6.7).
+
+    Groups are tasks. ``n_single``: size 1; ``n_mixed``: size >= 2 with differing rewards;
+    ``n_all_zero`` / ``n_all_one``: unanimous; ``n_in_band``: mixed with
+    lo <= mean reward <= hi; ``mixed_rate`` = n_mixed / groups of size >= 2. ``groups``
+    maps each task to {n, n1, n0, reward_mean} (n1/n0 count exact 1s and 0s; 0.5 counts as
+    neither). The pass@k fields come from :func:`toolkit.stats.pass_at` on the same rows.
+    """
+
+    n_groups: int
+    n_single: int
+    n_mixed: int
+    n_all_zero: int
+    n_all_one: int
+    n_in_band: int
+    mixed_rate: float | None
+    lo: float
+    hi: float
+    n_rows: int
+    n_skipped: int
+    k: int | None
+    pass_at_1: float | None
+    pass_pow_k: float | None
+    pass_at_k: float | None
+    headroom: float | None
+    groups: dict[str, dict[str, Any]] = field(repr=False)
+    note: str | None = None
+
+    def __str__(self) -> str:
+        if not self.n_groups:
+            return f"group signal: no groups ({self.note})"
+        rate = "n/a" if self.mixed_rate is None else f"{self.mixed_rate:.0%}"
+        return (
+            f"{self.n_mixed} mixed of {self.n_groups} groups (mixed rate {rate}, {self.n_in_band} in "
+            f"[{self.lo:g}, {self.hi:g}]) | all-0 {self.n_all_zero} | all-1 {self.n_all_one} | single {self.n_single}"
+        )
+
+
+def group_signal(rows: Any, lo: float = 0.2, hi: float = 0.8) -> GroupSignal:
+    """Count mixed, unanimous and in-band groups of rollouts per task (engine.md §6.7)."""
+    rows = as_row_list(rows)
+    for name, value in (("lo", lo), ("hi", hi)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+            raise ConfigError(f"{name} must be a number in [0, 1]; got {value!r}")
+    if lo > hi:
+        raise ConfigError(f"lo must not exceed hi; got lo={lo}, hi={hi}")
+    grouped: dict[str, list[float]] = {}
+    skipped = 0
+    for row in rows:
+        value = numeric_reward(row)
+        if value is None:
+            skipped += int(row.get("reward") is not None or row.get("qwen_reward") is not None)
+            continue
+        grouped.setdefault(task_key(row), []).append(value)
+    groups: dict[str, dict[str, Any]] = {}
+    single = mixed = all_zero = all_one = in_band = repeated = 0
+    for task in sorted(grouped):
+        values = grouped[task]
+        mean = math.fsum(values) / len(values)
+        is_mixed = len(values) >= 2 and len(set(values)) > 1
+        groups[task] = {
+            "n": len(values),
+            "n1": sum(1 for v in values if binary_reward({"reward": v}) == 1),
+            "n0": sum(1 for v in values if binary_reward({"reward": v}) == 0),
+            "reward_mean": mean,
+            "mixed": is_mixed,
+        }
+        if len(values) == 1:
+            single += 1
+            continue
+        repeated += 1
+        if is_mixed:
+            mixed += 1
+            in_band += int(lo <= mean <= hi)
+        elif values[0] == 0:
+            all_zero += 1
+        elif values[0] == 1:
+            all_one += 1
+    summary = pass_at(rows, n_resamples=1_000)  # only point values are used here
+    note = None
+    if not rows:
+        note = "no rows"
+    elif not grouped:
+        note = "no numeric rewards; grade first"
+    elif not repeated:
+        note = "every task has one rollout: no group can be mixed; run repeats >= 2"
+    return GroupSignal(
+        n_groups=len(groups), n_single=single, n_mixed=mixed, n_all_zero=all_zero, n_all_one=all_one,
+        n_in_band=in_band, mixed_rate=(mixed / repeated) if repeated else None, lo=float(lo), hi=float(hi),
+        n_rows=sum(len(v) for v in grouped.values()), n_skipped=skipped, k=summary.k,
+        pass_at_1=summary.pass_at_1, pass_pow_k=summary.pass_pow_k, pass_at_k=summary.pass_at_k,
+        headroom=summary.headroom, groups=groups, note=note,
+    )
