@@ -786,3 +786,26 @@ def test_demo_runs_are_paired_scrubbed_v1_rows_regenerated_by_their_script(tmp_p
     module.main(tmp_path)
     for name in ("demo_before.jsonl", "demo_after.jsonl"):
         assert (tmp_path / name).read_bytes() == (DATASETS / name).read_bytes()
+
+
+def test_every_schema_field_maps_to_exactly_one_object_attribute():
+    from toolkit import rows as rows_module
+
+    groups = [
+        set(rows_module._TASK_DIRECT),
+        *[set(v) for v in rows_module._TASK_BUCKETS.values()],
+        set(rows_module._ROLLOUT_DIRECT),
+        *[set(v) for v in rows_module._ROLLOUT_BUCKETS.values()],
+        set(rows_module._JUDGMENT_DIRECT),
+        *[set(v) for v in rows_module._JUDGMENT_BUCKETS.values()],
+        {"markers", "marker_evidence"},
+    ]
+    counted = [name for group in groups for name in group]
+    assert len(counted) == len(set(counted))
+    assert set(tk.row_schema()["properties"]) <= set(counted)
+
+
+def test_objects_are_results_with_json_safe_dicts():
+    task, rollout, judgment, markers = tk.from_row(make_row(reward=1.0, markers={"hedging": 0}))
+    assert json.loads(json.dumps(rollout.to_dict()))["steps"][0]["tool"] == "lookup_order"
+    assert task.to_dict()["scenario_id"] == "refund-7" and markers[0].to_dict()["name"] == "hedging"

@@ -52,6 +52,7 @@ from typing import Any
 
 from toolkit._errors import ConfigError, RowError, did_you_mean, unknown_name_message
 from toolkit._keys import task_key
+from toolkit._results import Result
 from toolkit._rowio import atomic_write_bytes, fsync_directory, plain_json, repair_torn_tail, write_all
 
 __all__ = [
@@ -428,7 +429,7 @@ AXIS_FIELDS = (
 
 
 @dataclass(frozen=True)
-class Task:
+class Task(Result):
     """The situation: what the agent was asked, in which world (engine.md §8 ``Task``).
 
     Attribute <- row field: ``prompt``, ``task_id``, ``scenario_id``, ``spec_id``, ``prefix``
@@ -462,7 +463,7 @@ class Task:
 
 
 @dataclass(frozen=True)
-class Rollout:
+class Rollout(Result):
     """One episode (engine.md §8 ``Rollout``).
 
     Attribute <- row field: ``steps``, ``final_text``, ``rollout_id``, ``index`` <-
@@ -493,7 +494,7 @@ class Rollout:
 
 
 @dataclass(frozen=True)
-class Judgment:
+class Judgment(Result):
     """A scorer's verdict on one rollout (engine.md §8 ``Judgment``).
 
     Attribute <- row field: ``reward``, ``status`` <- ``judge_status`` (ok | missing_reward |
@@ -514,7 +515,7 @@ class Judgment:
 
 
 @dataclass(frozen=True)
-class Marker:
+class Marker(Result):
     """One behaviour measurement on one rollout (row ``markers[name]``; ``evidence`` rides in
     ``marker_evidence[name]``)."""
 
@@ -524,8 +525,9 @@ class Marker:
     rollout_id: str | None = None
 
 
-# row field -> (object, attribute, bucket key or None). A bucket attribute is a dict holding
-# the row fields by their row names, which keeps explicit nulls without bookkeeping.
+# How row fields map onto the objects. DIRECT: row field -> attribute of its own. BUCKETS:
+# attribute -> the row fields it holds as a dict keyed by their row names (which keeps explicit
+# nulls without bookkeeping). Every property of row-v1.json appears exactly once (tested).
 _TASK_DIRECT = {
     "prompt": "prompt", "task_id": "task_id", "scenario_id": "scenario_id", "spec_id": "spec_id",
     "prefix": "prefix", "privileged": "privileged", "lineage": "lineage",
