@@ -16,6 +16,11 @@ from toolkit.rows import *  # noqa: F401,F403
 from toolkit.tau_bench import *  # noqa: F401,F403
 from toolkit.datasets import *  # noqa: F401,F403
 from toolkit.stats import *  # noqa: F401,F403
+from toolkit.covering import *  # noqa: F401,F403
+from toolkit.tools import *  # noqa: F401,F403
+from toolkit.sandbox import *  # noqa: F401,F403
+from toolkit.situations import *  # noqa: F401,F403
+from toolkit.writer import *  # noqa: F401,F403
 
 from toolkit import plots  # noqa: F401  (figures: tk.plots.pass_at_k_curve, ...)
 # --------------------------------------------------------------------------------------

@@ -1,0 +1,141 @@
+"""Figures for covering arrays: pair-coverage heat map, coverage curves, design sizes.
+
+Each function returns a matplotlib ``Figure`` built with the object API (no pyplot state).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from toolkit._errors import ConfigError
+from toolkit.plots._style import CYCLE, PALETTE, interval_band, new_figure
+
+__all__ = ["coverage_heatmap", "coverage_curves", "design_sizes"]
+
+
+def coverage_heatmap(report_or_rows: Any, factors: Mapping[str, Sequence] | None = None, *,
+                     constraints: Any = None, title: str | None = None):
+    """Share of each factor pair's value combinations that the rows cover (k x k grid).
+
+    ``report_or_rows``: a strength-2 :class:`~toolkit.covering.CoverageReport`, a
+    ``CoveringArray``, or rows accepted by :func:`toolkit.coverage` (then ``factors`` and
+    ``constraints`` are passed on). Cells read "covered/planned"; a pair with nothing planned
+    is grey.
+    """
+    from toolkit.covering import CoverageReport, coverage
+
+    report = report_or_rows
+    if not isinstance(report, CoverageReport):
+        report = coverage(report_or_rows, factors, 2, constraints=constraints)
+    if report.strength != 2:
+        raise ConfigError(
+            f"coverage_heatmap shows factor pairs; the report has strength {report.strength}. "
+            "Pass the rows instead (the map is then computed at strength 2)."
+        )
+    names: list[str] = []
+    for entry in report.per_factors:
+        for name in entry["factors"]:
+            if name not in names:
+                names.append(name)
+    k = len(names)
+    share = np.full((k, k), np.nan)
+    labels = [["" for _ in range(k)] for _ in range(k)]
+    for entry in report.per_factors:
+        i, j = (names.index(n) for n in entry["factors"])
+        if entry["planned"]:
+            share[i, j] = share[j, i] = entry["covered"] / entry["planned"]
+        labels[i][j] = labels[j][i] = f"{entry['covered']}/{entry['planned']}"
+    size = max(3.2, 0.75 * k + 1.6)
+    figure, ax = new_figure(size + 0.8, size)
+    cmap = _sequential_cmap().with_extremes(bad="#E6E6E6")
+    image = ax.imshow(np.ma.masked_invalid(share), vmin=0.0, vmax=1.0, cmap=cmap)
+    ax.grid(False)
+    ax.set_xticks(range(k), names, rotation=35, ha="right")
+    ax.set_yticks(range(k), names)
+    for i in range(k):
+        for j in range(k):
+            if labels[i][j]:
+                dark = not np.isnan(share[i, j]) and share[i, j] > 0.6
+                ax.text(j, i, labels[i][j], ha="center", va="center", fontsize=7,
+                        color="white" if dark else "black")
+    figure.colorbar(image, ax=ax, label="pairs covered (share)", shrink=0.8)
+    ax.set_title(title or f"pairwise coverage {report.covered}/{report.planned} over {report.n_rows} rows")
+    return figure
+
+
+def _sequential_cmap():
+    from matplotlib.colors import LinearSegmentedColormap
+
+    # White -> the palette's blue: one hue, so greyscale print keeps the order.
+    return LinearSegmentedColormap.from_list("toolkit_blue", ["#FFFFFF", PALETTE["sky"], PALETTE["blue"]])
+
+
+def coverage_curves(*curves, title: str | None = None, log_x: bool = False):
+    """Coverage (= chance to trigger a random t-factor bug) against the number of rows.
+
+    Takes :class:`~toolkit.covering.CoverageCurve` objects; random-design curves draw their
+    2.5-97.5% band and, dashed, the closed-form expectation.
+    """
+    if not curves:
+        raise ConfigError("coverage_curves needs at least one CoverageCurve")
+    figure, ax = new_figure(5.2, 3.3)
+    for index, curve in enumerate(curves):
+        color = CYCLE[index % len(CYCLE)]
+        x = np.asarray(curve.n_rows)
+        ax.plot(x, curve.fraction, color=color, label=curve.label, linewidth=1.6,
+                drawstyle="steps-post" if curve.repeats is None else "default")
+        if curve.low is not None and curve.high is not None:
+            interval_band(ax, x, curve.low, curve.high, color)
+        if curve.expected is not None:
+            ax.plot(x, curve.expected, color=color, linestyle="--", linewidth=0.9,
+                    label=f"{curve.label}: closed form")
+    ax.set_ylim(0, 1.02)
+    if log_x:
+        ax.set_xscale("log")
+    strength = curves[0].strength
+    ax.set_xlabel("rows run")
+    ax.set_ylabel(f"share of {strength}-way tuples covered")
+    ax.set_title(title or f"chance to trigger a random {strength}-factor bug")
+    ax.legend(loc="lower right")
+    return figure
+
+
+def design_sizes(table: Sequence[Mapping[str, Any]], *, label_key: str = "config",
+                 title: str | None = None):
+    """Grouped bars (log scale) of design sizes per configuration.
+
+    ``table``: one dict per configuration, e.g. ``{"config": "3^13", "covering array": 15,
+    "random (99%)": 64, "exhaustive": 1594323}``; every numeric key becomes a bar series.
+    """
+    if not table:
+        raise ConfigError("design_sizes needs at least one row")
+    series = [key for key in table[0] if key != label_key]
+    figure, ax = new_figure(max(4.5, 1.1 * len(table) + 2.0), 3.3)
+    width = 0.8 / max(1, len(series))
+    x = np.arange(len(table))
+    for index, key in enumerate(series):
+        values = [row.get(key) for row in table]
+        heights = [np.nan if v is None else float(v) for v in values]
+        bars = ax.bar(x + (index - (len(series) - 1) / 2) * width, heights, width,
+                      color=CYCLE[index % len(CYCLE)], label=key)
+        for bar, value in zip(bars, values):
+            if value is not None:
+                ax.annotate(_short(value), (bar.get_x() + bar.get_width() / 2, bar.get_height()),
+                            ha="center", va="bottom", fontsize=6)
+    ax.set_yscale("log")
+    ax.set_xticks(x, [str(row[label_key]) for row in table])
+    ax.set_ylabel("rows (log scale)")
+    ax.set_title(title or "rows needed to cover every pair")
+    ax.legend(fontsize=7)
+    ax.grid(axis="x", visible=False)
+    return figure
+
+
+def _short(value: float) -> str:
+    value = float(value)
+    if value >= 1e6:
+        return f"{value:.1e}"
+    return f"{value:.0f}"
