@@ -23,6 +23,7 @@ from toolkit.situations import *  # noqa: F401,F403
 from toolkit.writer import *  # noqa: F401,F403
 
 from toolkit import plots  # noqa: F401  (figures: tk.plots.pass_at_k_curve, ...)
+from toolkit import whatif  # noqa: F401
 # --------------------------------------------------------------------------------------
 
 __all__ = sorted(

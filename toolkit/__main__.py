@@ -19,14 +19,9 @@ def build_parser() -> argparse.ArgumentParser:
     from toolkit import _demo
 
     _demo.add_arguments(commands.add_parser("demo", help=_demo.HELP, description=_demo.HELP))
-    try:
-        from toolkit.whatif import cli as whatif_cli
-    except ImportError:  # the what-if fork is optional until its module lands
-        whatif_cli = None
-    if whatif_cli is not None:
-        whatif_cli.add_arguments(
-            commands.add_parser("whatif", help=whatif_cli.HELP, description=whatif_cli.HELP)
-        )
+    from toolkit.whatif import cli as whatif_cli
+
+    whatif_cli.add_arguments(commands.add_parser("whatif", help=whatif_cli.HELP, description=whatif_cli.HELP))
     return parser
 
 

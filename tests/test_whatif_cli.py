@@ -1,0 +1,150 @@
+"""``python -m toolkit whatif fork|diff|validate`` (whatif.md §8.5, facts 13-19, 34)."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from toolkit.__main__ import main
+from test_whatif_walkthroughs import FIXTURE_MODULE, install_fixture, row, write_rows
+
+
+def make_config(directory, rows, **overrides):
+    write_rows(directory / "traces.jsonl", rows)
+    config = {
+        "source": {"adapter": "jsonl", "path": "traces.jsonl", "label_field": "cohort"},
+        "target": {"runner": f"python:{FIXTURE_MODULE}:run"},
+        "selection": {"failure_cohort": {"limit": 50}, "baseline_cohort": {"limit": 50}},
+        "change": {"system_prompt": "Be careful."},
+        "scorer": {"adapter": "python", "score_fn": f"python:{FIXTURE_MODULE}:score", "cache_mode": "off"},
+        "decision": {}, "reporting": {}, "timeouts": {},
+    }
+    for key, value in overrides.items():
+        config[key] = {**config.get(key, {}), **value}
+    path = directory / "whatif.config.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path
+
+
+def ship_rows():
+    return [row(f"f-{i:02d}", "failure", 0.2) for i in range(6)] + [row(f"b-{i:02d}", "baseline", 0.0) for i in range(6)]
+
+
+def cli(directory, *args):
+    env = {**os.environ, "PYTHONPATH": ""}
+    env.pop("CI", None)
+    return subprocess.run([sys.executable, "-m", "toolkit", "whatif", *args], cwd=directory, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    install_fixture(tmp_path, monkeypatch)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("CI", raising=False)
+    return tmp_path
+
+
+def test_fork_subprocess_ship_writes_default_reports(workdir):
+    make_config(workdir, ship_rows())
+    result = cli(workdir, "fork")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("✓ toolkit.whatif: Ship")
+    reports = sorted(p.name for p in (workdir / "reports").iterdir())
+    assert len(reports) == 2 and reports[0].endswith(".json") and reports[1].endswith(".md")
+
+
+def test_exit_codes_follow_the_verdict(workdir):
+    make_config(workdir, [row(f"f-{i}", "failure", 0.2) for i in range(6)] + [row(f"b-{i}", "baseline", -0.2) for i in range(6)])
+    assert main(["whatif", "fork", "--output-json", "x.json", "--output-md", "x.md"]) == 1
+    make_config(workdir, [row(f"f-{i}", "failure", 0.2) for i in range(3)] + [row(f"b-{i}", "baseline", 0.0) for i in range(6)])
+    assert main(["whatif", "fork", "--output-json", "y.json", "--output-md", "y.md"]) == 2
+    assert json.loads((workdir / "y.json").read_text())["verdict_state"] == "inconclusive"
+
+
+def test_print_paths_and_explicit_outputs(workdir):  # fact 19
+    make_config(workdir, ship_rows())
+    result = cli(workdir, "fork", "--config", "whatif.config.yaml", "--output-json", "a/b.json", "--output-md", "c/d.md", "--print-paths")
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == json.dumps({"report_json": "a/b.json", "report_md": "c/d.md", "verdict": "ship"}, sort_keys=True)
+    assert (workdir / "a" / "b.json").exists() and (workdir / "c" / "d.md").exists()
+    assert not (workdir / "reports").exists()
+
+
+def test_user_errors_exit_2_without_traceback(workdir, capsys):
+    bad = workdir / "bad.yaml"
+    bad.write_text(yaml.safe_dump({"source": {"adapter": "stub"}, "decision": {"max_regresion": 1}}))
+    result = cli(workdir, "fork", "--config", "bad.yaml")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "did you mean 'max_baseline_regression_ratio'?" in result.stderr
+    assert main(["whatif", "fork", "--config", "nothing.yaml"]) == 2
+    assert "not found" in capsys.readouterr().err
+    (workdir / "c.toml").write_text("a = 1")
+    assert main(["whatif", "fork", "--config", "c.toml"]) == 2
+    assert "unsupported config extension" in capsys.readouterr().err
+
+
+def test_setup_failure_writes_no_report(workdir, capsys):  # facts 15, 16
+    make_config(workdir, ship_rows(), target={"runner": f"python:{FIXTURE_MODULE}:missing"})
+    assert main(["whatif", "fork"]) == 2
+    assert "has no attribute 'missing'" in capsys.readouterr().err
+    assert not (workdir / "reports").exists()
+
+
+def test_unwritable_report_directory(workdir, capsys):  # fact 18
+    make_config(workdir, ship_rows())
+    (workdir / "blocked").write_text("a file where a directory should be")
+    assert main(["whatif", "fork", "--output-json", "blocked/r.json", "--output-md", "r.md"]) == 2
+    err = capsys.readouterr().err
+    assert "failed to write the report artifacts" in err and "Error" in err and "Traceback" not in err
+
+
+def test_forensic_flag_rules(workdir, capsys):  # fact 14
+    make_config(workdir, ship_rows())
+    assert main(["whatif", "fork", "--profile", "forensic"]) == 2
+    assert "alone is not enough" in capsys.readouterr().err
+    make_config(workdir, ship_rows(), reporting={"profile": "forensic", "forensic_acknowledgment": {
+        "accepted_by": "me", "accepted_at": "2026-11-30", "reason": "audit"}})
+    assert main(["whatif", "fork"]) == 2
+    assert "--profile forensic" in capsys.readouterr().err
+    assert main(["whatif", "fork", "--profile", "forensic", "--output-json", "f.json", "--output-md", "f.md"]) == 0
+    assert json.loads((workdir / "f.json").read_text())["profile"] == "forensic"
+
+
+def test_profile_flag_overrides_config(workdir):
+    make_config(workdir, ship_rows())
+    assert main(["whatif", "fork", "--profile", "minimal", "--output-json", "m.json", "--output-md", "m.md"]) == 0
+    data = json.loads((workdir / "m.json").read_text())
+    assert data["profile"] == "minimal" and data["traces"] == []
+
+
+def test_validate(workdir, capsys):
+    path = make_config(workdir, ship_rows())
+    assert main(["whatif", "validate", str(path)]) == 0
+    assert "is a valid what-if config" in capsys.readouterr().out
+    (workdir / "bad.json").write_text(json.dumps({"experiment_shape": "ab_test"}))
+    assert main(["whatif", "validate", "bad.json"]) == 2
+    assert "experiment_shape" in capsys.readouterr().err
+
+
+def test_diff(workdir, capsys):  # fact 34
+    make_config(workdir, ship_rows())
+    assert main(["whatif", "fork", "--output-json", "a.json", "--output-md", "a.md"]) == 0
+    capsys.readouterr()
+    assert main(["whatif", "diff", "a.json", "a.json"]) == 0
+    assert capsys.readouterr().out.strip() == "(No changes detected.)"
+    make_config(workdir, [row(f"f-{i:02d}", "failure", 0.2) for i in range(6)] + [row(f"b-{i:02d}", "baseline", -0.2 if i < 2 else 0.0) for i in range(6)])
+    assert main(["whatif", "fork", "--output-json", "b.json", "--output-md", "b.md"]) == 1
+    capsys.readouterr()
+    assert main(["whatif", "diff", "a.json", "b.json"]) == 0
+    out = capsys.readouterr().out
+    assert "Ship → Don't Ship" in out and "baseline_regression_above_threshold" in out
+    assert main(["whatif", "diff", "a.json", "missing.json"]) == 2
+
+
+def test_bare_whatif_prints_help(workdir, capsys):
+    assert main(["whatif"]) == 2
+    assert "fork" in capsys.readouterr().out

@@ -1,0 +1,133 @@
+"""The what-if fork: replay recorded traces under a change, decide Ship / Don't Ship / Inconclusive.
+
+``tk.whatif.fork(config)`` takes a config (a YAML/JSON path, a dict or a
+:class:`WhatIfConfig`), selects a failure cohort and a baseline cohort of recorded traces,
+replays each trace's input through the user's runner with the change applied (system prompt
+and/or model; tool calls answered from the trace's recorded tool outputs), scores the
+original and the replayed output independently on the same rubric, and returns a
+:class:`Verdict` behind a trust floor that no config field can weaken. The command line is
+``python -m toolkit whatif fork --config FILE`` (exit 0 Ship, 1 Don't Ship, 2 Inconclusive
+or setup failure), plus ``whatif diff A B`` and ``whatif validate FILE``.
+
+A config (YAML; JSON and dicts take the same shape)::
+
+    experiment_shape: failure_rescue          # or regression_check (baseline only)
+    source: {adapter: jsonl, path: traces.jsonl, label_field: cohort}
+    target: {runner: "python:my_agent.replay:run", max_workers: 4}
+    selection:
+      failure_cohort: {limit: 20, filter: "score-below:0.6,since:7d"}
+      baseline_cohort: {limit: 20, filter: "score-above:0.8"}
+    change: {system_prompt: "You are a senior on-call SRE...", model: null}
+    scorer: {adapter: python, score_fn: "python:my_agent.judge:score", cache_mode: auto,
+             rubric_id: faithfulness-v2, rubric_text: "..."}
+    decision: {}        # require_baseline, max_baseline_regression_ratio 0.10,
+                        # min_failure_improvement_ratio 0.50, practical_delta_epsilon 0.05,
+                        # max_ci_width null, bootstrap_resamples 5000, ci_level 0.95, seed 42
+    reporting: {profile: default}   # default | review | minimal | forensic
+    timeouts: {replay_seconds: 60, score_seconds: 30}
+
+Modules: ``config`` (strict pydantic v2 schema, error rendering with did-you-mean),
+``sources`` (stub, jsonl, phoenix, langfuse; cohort selection), ``replay`` (runner contract,
+bounded parallel replay, tool cache), ``scoring`` (stub and python scorers, independent
+scoring), ``cache`` (score cache: modes, key, lock, corruption), ``decide`` (statistics,
+floor, guards, verdict precedence, finding codes and next steps), ``report`` (Verdict, JSON
+schema, Markdown, CI line, diff), ``cli``, ``examples`` (a documented example runner and
+scorer used by notebook 08).
+
+Design reference: the public ``whatifd`` 0.3.0 (studied in ``whatif.md``). Kept: the trust
+floor (5 selected / 5 replayed / 5 scored per required cohort, replay validity >= 0.50,
+required cohorts present), the guard chain and thresholds, the verdict precedence, the
+finding codes and severities, the exit codes, the config schema and its cross-field rules,
+the forensic two-affirmation rule.
+
+The reference's shortfalls (whatif.md §11) and how this package fixes them:
+
+1. *Scorer output used as the delta.* Each trace is scored twice, original and replayed,
+   by the same scorer and rubric, each call seeing one output only; the delta is
+   ``replayed - original`` computed in ``scoring``/``_pipeline``. Regressions are possible.
+2. *Selection is fiction.* ``limit`` and ``filter`` select traces (``sources.select_cohorts``):
+   filter clauses ``score-below``, ``score-above``, ``since``, ``label``, ``has-tool``,
+   ``task`` (parsed at load, typos suggested); the failure cohort takes the most recent
+   traces, the baseline a seeded hash sample; truncation is disclosed
+   (``selection_truncated``) and the report has a Selection section.
+3. *Replay and scoring failures conflated.* ``replayed`` and ``scored`` are counted
+   separately; each failure carries its own code (``trace_skipped``, ``tool_cache_miss``,
+   ``runner_timeout``, ``runner_exception``, ``runner_invalid_output``, ``scorer_failed``,
+   ``scorer_timeout``, ``scorer_invalid_output``); skipped traces leave a record.
+4. *Silent no-op knobs.* ``require_baseline`` changes the required cohorts,
+   ``max_ci_width`` is enforced (``ci_too_wide``, blocks_ship), ``score_seconds`` bounds
+   each scoring call, each profile changes what the reports contain, each cache mode changes
+   reads/writes; a source field of another adapter is refused at load; the stub scorer
+   discloses judge fields it does not read (``settings_unused``). Tests prove each effect.
+5. *Cache not wired.* The score cache is used by ``fork``: key over scorer, score-function
+   source, judge, rubric text, parameters and the case; a flock-based lock; a held lock
+   or a corrupt entry makes the verdict Inconclusive with ``cache_lock_unavailable`` /
+   ``cache_corruption_detected``; the disclosure reports the mode actually used.
+6. *No evidence.* Reports carry per-trace rows (redacted by profile), an Evidence section
+   (top improvements and regressions), and ``diff`` lists traces whose class changed.
+7. *Thin statistics.* Median with a seeded percentile bootstrap CI (``tk.bootstrap_ci``,
+   B = 5000, seed 42, the design's numbers, both configurable and disclosed) and the paired
+   sign-flip p-value (``tk.sign_flip_test``) per cohort; the CI enters the decision through
+   ``max_ci_width``. Still not done: cluster bootstrap, repeated replays for flakiness,
+   judge-noise calibration, power guidance (stated in the report's limitations).
+8. *regression_check leaks failure logic.* Required cohorts and the guard chain derive from
+   the shape; a regression_check run never selects failure-labelled traces.
+9. *Poor Jupyter fit.* Async runners and scorers run on a private event loop in a worker
+   thread (works inside a running notebook loop); replay and scoring run in a bounded
+   parallel window; abandoned sync calls past their timeout are counted and disclosed
+   (``abandoned_calls``; Python cannot kill a thread); trace metadata reaches the runner.
+10. *Over-engineering.* No witness tokens or registries of registries: ``decide.decide`` is
+    the single function that builds a verdict state and a property test checks it never
+    returns Ship without a floor pass; forensic mode really changes the output (full texts).
+
+Other differences: an unknown ``source.adapter`` fails at config load with a suggestion (the
+reference failed later at setup); ``auto`` cache mode outside CI means no cache (fresh scores
+while iterating); no ``exec:`` runner lane, no Datadog source, no ``report-migrate`` or
+``cache`` sub-commands. The ``inspect_ai`` scorer is validated in the config (its five required
+fields) but not built: installing ``inspect_ai`` 0.3.285 into the project environment would
+downgrade ``python-dateutil`` (4.0 -> 2.9, used by pandas) and ``fsspec`` (used by dask) and
+pull ~45 packages, so it was not installed and the adapter could not be tested; ``fork``
+stops with a SetupError naming the alternative (``adapter: python`` with a ``score_fn``
+that calls any judge) instead of shipping an untested adapter. The Langfuse
+source is tested against recorded responses of its public API served by a local HTTP server
+in the tests, not against a live Langfuse.
+"""
+
+from toolkit.whatif._pipeline import fork, resolve_profile
+from toolkit.whatif.config import ForensicAffirmationError, WhatIfConfig, WhatIfConfigError, load_config
+from toolkit.whatif.decide import FLOOR, CohortResult, Finding, FloorFailure, Policy, decide
+from toolkit.whatif.replay import FailureRecord, ReplayConfig, ReplayOutput, ToolCache, ToolCacheMiss, TraceInput
+from toolkit.whatif.report import REPORT_SCHEMA, ReportError, TraceResult, Verdict, VerdictDiff, diff, load_report
+from toolkit.whatif.scoring import ScoreCase
+from toolkit.whatif.sources import SetupError, Trace
+
+__all__ = [
+    "fork",
+    "resolve_profile",
+    "load_config",
+    "WhatIfConfig",
+    "WhatIfConfigError",
+    "ForensicAffirmationError",
+    "SetupError",
+    "Verdict",
+    "VerdictDiff",
+    "TraceResult",
+    "diff",
+    "load_report",
+    "ReportError",
+    "REPORT_SCHEMA",
+    "decide",
+    "Policy",
+    "CohortResult",
+    "Finding",
+    "FloorFailure",
+    "FLOOR",
+    "Trace",
+    "TraceInput",
+    "ReplayConfig",
+    "ReplayOutput",
+    "ToolCache",
+    "ToolCacheMiss",
+    "FailureRecord",
+    "ScoreCase",
+]

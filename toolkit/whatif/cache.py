@@ -1,0 +1,197 @@
+"""The score cache: one JSON file per (scorer, rubric, judge, case) key, behind a lock file.
+
+Modes (``scorer.cache_mode``), each with a distinct behaviour:
+
+============ ============================= ==========================================
+mode         reads stored scores            writes new scores
+============ ============================= ==========================================
+``on``       yes                            yes (takes the lock)
+``off``      no                             no
+``read_only``yes                            no (no lock: entries are replaced
+                                            atomically, so a reader never sees half)
+``refresh``  no (recomputes every case)     yes, overwriting (takes the lock)
+``auto``     resolves to ``on`` when a CI variable is truthy (CI, GITHUB_ACTIONS,
+             GITLAB_CI, BUILDKITE, JENKINS_URL; truthy = non-empty and not "false"/"0"),
+             with an info finding ``cache_mode_inferred``; otherwise to ``off`` so that an
+             interactive session always sees fresh scores.
+============ ============================= ==========================================
+
+Key: SHA-256 of the canonical JSON of the key components (cache key version, scorer
+adapter, score-function reference and a hash of its source code, judge provider, model id
+and snapshot, rubric id, a hash of the rubric text, a hash of the scoring parameters, and the
+case: trace id, which output, a hash of the input, of the output text and of the recorded
+tool calls). Any change is a miss. File names hold hex only, never user text.
+
+Lock: ``<root>/.lock`` held with ``fcntl.flock`` (exclusive, non-blocking) for a writing run;
+its content records pid, host and start time. A lock held by another live process makes the
+run Inconclusive with finding ``cache_lock_unavailable`` (the kernel drops a dead process's
+flock, so there is no stale-lock takeover to get wrong). An entry that does not parse or lacks
+its fields makes the run Inconclusive with ``cache_corruption_detected`` naming the file.
+Writes go to a temp file and ``os.replace`` (the reference wrote in place).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import os
+import socket
+from pathlib import Path
+from typing import Any
+
+from toolkit._hashing import canonical_json, sha256_hex
+
+__all__ = ["ScoreCache", "CacheLockUnavailable", "CacheCorruption", "resolve_cache_mode", "CACHE_KEY_VERSION"]
+
+CACHE_KEY_VERSION = "whatif-cache-key/1"
+CACHE_SCHEMA_VERSION = "whatif-cache-entry/1"
+_CI_VARIABLES = ("CI", "GITHUB_ACTIONS", "GITLAB_CI", "BUILDKITE", "JENKINS_URL")
+
+
+class CacheLockUnavailable(Exception):
+    def __init__(self, lock_path: str, holder: dict):
+        super().__init__(f"score cache lock {lock_path} is held by another run ({holder or 'unknown holder'})")
+        self.lock_path, self.holder = lock_path, holder
+
+
+class CacheCorruption(Exception):
+    def __init__(self, entry_path: str, reason: str):
+        super().__init__(f"score cache entry {entry_path} is corrupt: {reason}")
+        self.entry_path, self.reason = entry_path, reason
+
+
+def resolve_cache_mode(mode: str, environ=None) -> tuple[str, str | None]:
+    """``(resolved_mode, env_signal)``; env_signal names the CI variable that decided ``auto``."""
+    if mode != "auto":
+        return mode, None
+    environ = os.environ if environ is None else environ
+    for name in _CI_VARIABLES:
+        value = str(environ.get(name, "")).strip().lower()
+        if value and value not in ("false", "0"):
+            return "on", name
+    return "off", None
+
+
+class ScoreCache:
+    def __init__(self, root: str | Path, mode: str):
+        self.root = Path(root)
+        self.mode = mode
+        self.hits = self.misses = self.writes = 0
+        self._lock_handle = None
+
+    @property
+    def reads(self) -> bool:
+        return self.mode in ("on", "read_only")
+
+    @property
+    def writes_enabled(self) -> bool:
+        return self.mode in ("on", "refresh")
+
+    # -- lock ---------------------------------------------------------------------------------
+    @property
+    def lock_path(self) -> Path:
+        return self.root / ".lock"
+
+    def acquire(self) -> None:
+        """Take the writer lock when this mode writes; raise CacheLockUnavailable if held."""
+        if not self.writes_enabled:
+            return
+        import fcntl
+
+        self.root.mkdir(parents=True, exist_ok=True)
+        handle = open(self.lock_path, "a+", encoding="utf-8")
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.seek(0)
+            try:
+                holder = json.loads(handle.read() or "{}")
+            except ValueError:
+                holder = {}
+            handle.close()
+            raise CacheLockUnavailable(str(self.lock_path), holder) from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(json.dumps({
+            "pid": os.getpid(),
+            "hostname": socket.gethostname(),
+            "started_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        }))
+        handle.flush()
+        self._lock_handle = handle
+
+    def release(self) -> None:
+        if self._lock_handle is not None:
+            import fcntl
+
+            try:
+                self._lock_handle.seek(0)
+                self._lock_handle.truncate()
+                fcntl.flock(self._lock_handle.fileno(), fcntl.LOCK_UN)
+            finally:
+                self._lock_handle.close()
+                self._lock_handle = None
+
+    # -- entries ------------------------------------------------------------------------------
+    @staticmethod
+    def key(components: dict[str, Any]) -> str:
+        return sha256_hex(canonical_json({"key_version": CACHE_KEY_VERSION, **components}))
+
+    def _path(self, key: str) -> Path:
+        return self.root / "entries" / key[:2] / f"{key}.json"
+
+    def get(self, key: str) -> dict | None:
+        """The stored ``{"score", "rationale"}`` or None; CacheCorruption on a bad entry."""
+        if not self.reads:
+            return None
+        path = self._path(key)
+        if not path.exists():
+            self.misses += 1
+            return None
+        try:
+            entry = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as error:
+            raise CacheCorruption(str(path), f"{type(error).__name__}: {error}") from None
+        score = entry.get("score") if isinstance(entry, dict) else None
+        valid = (
+            isinstance(entry, dict)
+            and entry.get("cache_schema_version") == CACHE_SCHEMA_VERSION
+            and entry.get("key") == key
+            and isinstance(score, (int, float))
+            and not isinstance(score, bool)
+            and math.isfinite(score)
+            and 0.0 <= score <= 1.0
+        )
+        if not valid:
+            raise CacheCorruption(str(path), "missing or invalid fields (cache_schema_version, key, score)")
+        self.hits += 1
+        return {"score": float(score), "rationale": entry.get("rationale")}
+
+    def put(self, key: str, components: dict[str, Any], score: float, rationale: str | None) -> None:
+        if not self.writes_enabled:
+            return
+        path = self._path(key)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        entry = {
+            "cache_schema_version": CACHE_SCHEMA_VERSION,
+            "key": key,
+            "components": components,
+            "score": score,
+            "rationale": rationale,
+            "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        }
+        temporary = path.with_suffix(f".{os.getpid()}.tmp")
+        temporary.write_text(json.dumps(entry, sort_keys=True), encoding="utf-8")
+        os.replace(temporary, path)
+        self.writes += 1
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode,
+            "path": str(self.root),
+            "key_version": CACHE_KEY_VERSION,
+            "hits": self.hits,
+            "misses": self.misses,
+            "writes": self.writes,
+        }

@@ -1,0 +1,502 @@
+"""The decision: per-trace classes, per-cohort statistics, the trust floor, guards, verdict.
+
+Order of evaluation (whatif.md §3-§4, with the §11 fixes):
+
+1. Each scored trace is *improved* when ``delta > eps``, *regressed* when ``delta < -eps``,
+   else *unchanged* (exactly ±eps is unchanged; a 1e-9 tolerance absorbs float noise from
+   ``replayed - original``, so 0.75 - 0.70 is not "improved" at eps 0.05).
+2. Per cohort: counts; median delta; a percentile bootstrap CI of the median over traces
+   (``tk.bootstrap_ci``, seeded, B and level from the config; computed when ``scored >= 5``,
+   the floor's minimum); the paired sign-flip p-value of the deltas (``tk.sign_flip_test``),
+   reported, not used by the rules (the reference computed no test at all).
+3. The trust floor (:data:`FLOOR`, not configurable): per required cohort at least 5
+   selected, 5 replayed, 5 scored, and replayed/selected >= 0.50; every required cohort
+   present. Replayed and scored are counted separately (the reference set replayed := scored).
+4. Guards by experiment shape. failure_rescue: failure improvement rate >= threshold,
+   baseline regression rate <= threshold, failure median > eps (practical delta; compared
+   at the 3 decimals the report shows, so a printed "0.050" never passes an eps of 0.05),
+   info ``improvement_observed``, CI availability and CI width (``max_ci_width``, enforced
+   here; accepted and ignored in the reference) per required cohort. regression_check:
+   baseline regression, CI availability, CI width. Required cohorts come from the shape
+   (fix of §11.8). Plus ``cohort_systemic_failure`` when >= 50% of a cohort's selected
+   traces failed with one code (registered but never emitted in the reference).
+5. Verdict precedence: any floor failure -> Inconclusive; any ``blocks_all`` -> Inconclusive;
+   any ``blocks_ship`` -> Don't Ship; else Ship. :func:`decide` is the only function that
+   builds a verdict state, and it returns Ship only after the floor passed (tested as a
+   property over random cohort results and policies). A cohort below the floor also gets a
+   ``floor_failed`` finding (ours, not the reference's) so the report's next steps cover it.
+
+``require_baseline`` (default true) makes the baseline a required cohort of a failure_rescue
+run. When false, a missing or below-floor baseline no longer makes the run Inconclusive; the
+baseline endpoint still runs on whatever baseline traces were scored (stricter, never
+weaker), and the finding ``baseline_unverified`` (degrades_trust) says Ship was reached
+without a verified baseline. The reference exposed the flag and read it nowhere.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from toolkit._results import Result
+
+__all__ = [
+    "FLOOR",
+    "TrustFloor",
+    "Policy",
+    "FloorFailure",
+    "Finding",
+    "CohortResult",
+    "Decision",
+    "FINDING_SEVERITY",
+    "FIX_SUGGESTIONS",
+    "SEVERITY_RANK",
+    "classify_delta",
+    "summarize_cohort",
+    "evaluate_floor",
+    "run_guards",
+    "decide",
+    "make_finding",
+]
+
+SHIP, DONT_SHIP, INCONCLUSIVE = "ship", "dont_ship", "inconclusive"
+FAILURE, BASELINE = "failure", "baseline"
+SEVERITY_RANK = {"blocks_all": 4, "blocks_ship": 3, "degrades_trust": 2, "info": 1}
+# Float noise of replayed - original on [0, 1] scores is ~1e-16; 1e-9 is far above it and far
+# below any difference a rubric can express.
+_TOLERANCE = 1e-9
+
+
+@dataclasses.dataclass(frozen=True)
+class TrustFloor:
+    """Structural minimums; no config field reaches them (whatif.md §3)."""
+
+    version: str = "toolkit-whatif-floor/1"
+    min_selected: int = 5
+    min_replayed: int = 5
+    min_scored: int = 5
+    # Provisional in the reference too: a cohort where fewer than half the traces replay says
+    # more about the replay harness than about the change.
+    min_replay_validity: float = 0.50
+
+
+FLOOR = TrustFloor()
+
+FINDING_SEVERITY = {
+    "improvement_observed": "info",
+    "cache_mode_inferred": "info",
+    "selection_truncated": "info",
+    "abandoned_calls": "degrades_trust",
+    "stub_scorer_in_use": "degrades_trust",
+    "baseline_unverified": "degrades_trust",
+    "settings_unused": "info",
+    "baseline_regression_above_threshold": "blocks_ship",
+    "failure_improvement_below_threshold": "blocks_ship",
+    "practical_delta_below_threshold": "blocks_ship",
+    "ci_too_wide": "blocks_ship",
+    "cache_corruption_detected": "blocks_all",
+    "cache_lock_unavailable": "blocks_all",
+    "ci_unavailable_for_required_cohort": "blocks_all",
+    "cohort_systemic_failure": "blocks_all",
+    "required_cohort_absent": "blocks_all",
+    "floor_failed": "blocks_all",
+}
+
+# Every blocking or trust-degrading code has a next step (a test enforces coverage).
+FIX_SUGGESTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
+    "baseline_regression_above_threshold": (
+        "The change breaks traces that used to work.",
+        ("Read the regressed baseline traces (verdict.traces, class 'regressed') for a shared pattern.",
+         "Diff this report against a known-good one: tk.whatif.diff(old, new).",
+         "Raise max_baseline_regression_ratio only with a written reason; otherwise iterate on the change."),
+    ),
+    "failure_improvement_below_threshold": (
+        "The change does not rescue enough failures.",
+        ("Check that the failure cohort holds the failure mode the change targets (its filter and label).",
+         "If the rescue is meant to be partial, lower min_failure_improvement_ratio with a written reason.",
+         "Otherwise iterate on the change and rerun."),
+    ),
+    "practical_delta_below_threshold": (
+        "The typical failure-cohort effect is inside the noise band.",
+        ("Make the change stronger, or collect more failures to see whether a real effect is hiding.",
+         "Lower practical_delta_epsilon only with evidence of the scorer's noise (e.g. an A/A run: an empty change)."),
+    ),
+    "ci_too_wide": (
+        "The confidence interval of the median is wider than max_ci_width.",
+        ("Raise the cohort limit so more traces are scored (width shrinks roughly as 1/sqrt(n)).",
+         "Or widen max_ci_width with a written reason."),
+    ),
+    "cache_corruption_detected": (
+        "A score-cache entry is unreadable.",
+        ("Delete the named entry file (or the cache directory) and rerun, or rerun with cache_mode: refresh.",
+         "Find the cause (concurrent writers outside the lock, a full disk, a killed process) before trusting the cache."),
+    ),
+    "cache_lock_unavailable": (
+        "Another run holds the score-cache lock.",
+        ("Wait for the run named in the lock details to finish, then rerun.",
+         "Or point scorer.cache_dir at a separate directory, or use cache_mode: off or read_only (no lock)."),
+    ),
+    "ci_unavailable_for_required_cohort": (
+        "A required cohort has no confidence interval.",
+        ("Read the reason: for 'sample_too_small' raise the cohort limit or relax its filter.",
+         "There is deliberately no switch to ship without an interval."),
+    ),
+    "cohort_systemic_failure": (
+        "Most of a cohort failed for one reason.",
+        ("Read the linked failure records: tool outputs not recorded (tool_cache_miss), timeouts, scorer errors.",
+         "Fix the shared cause (runner, tracing of tool outputs, timeouts) and rerun."),
+    ),
+    "required_cohort_absent": (
+        "A cohort the experiment needs has no traces.",
+        ("Check the source's labels and the cohort filter: nothing was selected into this cohort.",
+         "Collect such traces, or switch experiment_shape to regression_check if only the baseline matters."),
+    ),
+    "floor_failed": (
+        "A required cohort is below the trust floor.",
+        ("Raise the cohort limit or relax its filter so at least 5 traces are selected, replayed and scored.",
+         "Fix the replay failures listed in the report; the floor cannot be lowered by config."),
+    ),
+    "abandoned_calls": (
+        "Some calls ran past their timeout and were abandoned on background threads.",
+        ("Give the runner or scorer its own I/O timeouts shorter than timeouts.*_seconds.",),
+    ),
+    "stub_scorer_in_use": (
+        "The offline stub scorer measures tool-output grounding only.",
+        ("Use scorer.adapter: python with a score_fn that implements your rubric before trusting a verdict.",),
+    ),
+    "baseline_unverified": (
+        "Ship was reached without a baseline cohort that passes the floor.",
+        ("Set decision.require_baseline: true and select at least 5 baseline traces.",),
+    ),
+}
+
+
+def _fmt(value: float | None) -> str | None:
+    return None if value is None else f"{value:.3f}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Policy(Result):
+    """The configurable thresholds (the ``decision`` section), plus the experiment shape."""
+
+    experiment_shape: str = "failure_rescue"
+    require_baseline: bool = True
+    max_baseline_regression_ratio: float = 0.10
+    min_failure_improvement_ratio: float = 0.50
+    practical_delta_epsilon: float = 0.05
+    max_ci_width: float | None = None
+    bootstrap_resamples: int = 5000
+    ci_level: float = 0.95
+    seed: int = 42
+
+    @classmethod
+    def from_config(cls, config) -> "Policy":
+        decision = config.decision
+        return cls(
+            experiment_shape=config.experiment_shape,
+            **{f.name: getattr(decision, f.name) for f in dataclasses.fields(cls) if f.name != "experiment_shape"},
+        )
+
+    @property
+    def required_cohorts(self) -> tuple[str, ...]:
+        if self.experiment_shape == "regression_check":
+            return (BASELINE,)
+        return (FAILURE, BASELINE) if self.require_baseline else (FAILURE,)
+
+    def __str__(self) -> str:
+        return (
+            f"{self.experiment_shape}: improve >= {self.min_failure_improvement_ratio:.2f}, "
+            f"regress <= {self.max_baseline_regression_ratio:.2f}, eps {self.practical_delta_epsilon:g}"
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class FloorFailure(Result):
+    cohort: str | None
+    rule: str
+    observed: Any
+    threshold: Any
+
+    def __str__(self) -> str:
+        where = f"{self.cohort} cohort" if self.cohort else "run"
+        return f"{where} below floor: {self.rule} requires {self.threshold}, observed {self.observed}"
+
+
+@dataclasses.dataclass(frozen=True)
+class Finding(Result):
+    code: str
+    severity: str
+    message: str
+    details: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    cohort: str | None = None
+    failure_ids: tuple[str, ...] = ()
+    next_step: str | None = None
+    next_steps: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        return f"[{self.severity}] {self.code}: {self.message}"
+
+
+def make_finding(code: str, message: str, details: Mapping[str, Any] | None = None, cohort: str | None = None,
+                 failure_ids: Sequence[str] = ()) -> Finding:
+    """A finding with the severity and next steps the registries fix for ``code``."""
+    if code not in FINDING_SEVERITY:
+        raise KeyError(f"unregistered finding code {code!r}")
+    summary, steps = FIX_SUGGESTIONS.get(code, (None, ()))
+    return Finding(code, FINDING_SEVERITY[code], message, dict(details or {}), cohort, tuple(failure_ids), summary, tuple(steps))
+
+
+@dataclasses.dataclass(frozen=True)
+class CohortResult(Result):
+    name: str
+    selected: int
+    replayed: int
+    scored: int
+    improved: int = 0
+    unchanged: int = 0
+    regressed: int = 0
+    median_delta: float | None = None
+    mean_delta: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    ci_level: float = 0.95
+    ci_computable: bool = False
+    ci_unavailable_reason: str | None = None
+    ci_meaningful: bool = False
+    sign_flip_p: float | None = None
+    sign_flip_method: str | None = None
+    available: int | None = None  # passed the filter, before the limit
+    labelled: int | None = None  # labelled with this cohort in the source
+    failure_counts: Mapping[str, int] = dataclasses.field(default_factory=dict)
+    failure_ids: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    required: bool = True
+    floor_passed: bool | None = None
+    floor_failures: tuple[FloorFailure, ...] = ()
+    note: str | None = None
+
+    @property
+    def ci_width(self) -> float | None:
+        if self.ci_low is None or self.ci_high is None:
+            return None
+        return self.ci_high - self.ci_low
+
+    def __str__(self) -> str:
+        ci = f" CI [{_fmt(self.ci_low)}, {_fmt(self.ci_high)}]" if self.ci_computable else f" (CI not computed: {self.ci_unavailable_reason})"
+        median = _fmt(self.median_delta) or "n/a"
+        return (
+            f"{self.name}: {self.improved} improved / {self.unchanged} unchanged / {self.regressed} regressed "
+            f"of {self.scored} scored ({self.selected} selected, {self.replayed} replayed); median Δ {median}{ci}"
+        )
+
+
+def classify_delta(delta: float, epsilon: float) -> str:
+    if delta > epsilon + _TOLERANCE:
+        return "improved"
+    if delta < -epsilon - _TOLERANCE:
+        return "regressed"
+    return "unchanged"
+
+
+def summarize_cohort(name: str, deltas: Sequence[float], selected: int, replayed: int, policy: Policy,
+                     failure_counts: Mapping[str, int] | None = None,
+                     failure_ids: Mapping[str, Sequence[str]] | None = None,
+                     available: int | None = None, labelled: int | None = None) -> CohortResult:
+    """Counts, median, bootstrap CI of the median and sign-flip p of one cohort's deltas."""
+    from toolkit.stats.resampling import bootstrap_ci, sign_flip_test
+
+    values = [float(d) for d in deltas]
+    classes = [classify_delta(d, policy.practical_delta_epsilon) for d in values]
+    median = statistics.median(values) if values else None
+    mean = math.fsum(values) / len(values) if values else None
+    low = high = None
+    computable, reason, note = False, None, None
+    if len(values) < FLOOR.min_scored:
+        reason = "sample_too_small" if values else "no_scored_traces"
+    else:
+        result = bootstrap_ci(values, statistic="median", level=policy.ci_level, method="percentile",
+                              n_resamples=policy.bootstrap_resamples, seed=policy.seed)
+        low, high = result.confidence_interval.low, result.confidence_interval.high
+        if low is None or high is None:
+            reason, note = "computation_failed", result.note
+        else:
+            computable = True
+            note = result.note
+    p_value = method = None
+    if values:
+        test = sign_flip_test(values, seed=policy.seed)
+        p_value, method = test.pvalue, test.method
+    width = None if low is None or high is None else high - low
+    meaningful = computable and (policy.max_ci_width is None or width <= policy.max_ci_width + _TOLERANCE)
+    return CohortResult(
+        name=name, selected=selected, replayed=replayed, scored=len(values),
+        improved=classes.count("improved"), unchanged=classes.count("unchanged"), regressed=classes.count("regressed"),
+        median_delta=median, mean_delta=mean, ci_low=low, ci_high=high, ci_level=policy.ci_level,
+        ci_computable=computable, ci_unavailable_reason=reason, ci_meaningful=meaningful,
+        sign_flip_p=p_value, sign_flip_method=method, available=available, labelled=labelled,
+        failure_counts=dict(failure_counts or {}),
+        failure_ids={k: tuple(v) for k, v in (failure_ids or {}).items()},
+        required=name in policy.required_cohorts, note=note,
+    )
+
+
+def evaluate_floor(cohorts: Mapping[str, CohortResult], required: Sequence[str]) -> tuple[bool, list[FloorFailure]]:
+    """The trust floor over the required cohorts; (passed, failures in canonical order)."""
+    failures: list[FloorFailure] = []
+    if not required:
+        failures.append(FloorFailure(None, "required_cohorts_nonempty", 0, 1))
+    for name in required:
+        cohort = cohorts.get(name)
+        if cohort is None or cohort.selected == 0:
+            failures.append(FloorFailure(name, "required_cohort_present", "absent", 1))
+            continue
+        if cohort.selected < FLOOR.min_selected:
+            failures.append(FloorFailure(name, "min_selected_per_required_cohort", cohort.selected, FLOOR.min_selected))
+        if cohort.replayed < FLOOR.min_replayed:
+            failures.append(FloorFailure(name, "min_replayed_per_required_cohort", cohort.replayed, FLOOR.min_replayed))
+        if cohort.scored < FLOOR.min_scored:
+            failures.append(FloorFailure(name, "min_scored_per_required_cohort", cohort.scored, FLOOR.min_scored))
+        ratio = cohort.replayed / cohort.selected
+        if ratio < FLOOR.min_replay_validity:
+            failures.append(FloorFailure(name, "min_replay_validity_ratio_per_required_cohort", f"{ratio:.3f}", f"{FLOOR.min_replay_validity:.3f}"))
+    return not failures, failures
+
+
+def _total(cohort: CohortResult) -> int:
+    return cohort.improved + cohort.unchanged + cohort.regressed
+
+
+def run_guards(cohorts: Mapping[str, CohortResult], policy: Policy) -> list[Finding]:
+    """The guard chain of the policy's experiment shape (module docstring, step 4)."""
+    findings: list[Finding] = []
+    required = policy.required_cohorts
+    eps = policy.practical_delta_epsilon
+    failure = cohorts.get(FAILURE) if policy.experiment_shape == "failure_rescue" else None
+    baseline = cohorts.get(BASELINE)
+    # primary endpoints, in declaration order: failure rescue, then baseline non-regression
+    if failure is not None and _total(failure):
+        rate = failure.improved / _total(failure)
+        if rate < policy.min_failure_improvement_ratio - _TOLERANCE:
+            findings.append(make_finding(
+                "failure_improvement_below_threshold",
+                f"failure cohort: {failure.improved}/{_total(failure)} traces improved "
+                f"({rate:.3f} < {policy.min_failure_improvement_ratio:.3f} required)",
+                {"observed": _fmt(rate), "threshold": _fmt(policy.min_failure_improvement_ratio)}, FAILURE))
+    if baseline is not None and _total(baseline):
+        rate = baseline.regressed / _total(baseline)
+        if rate > policy.max_baseline_regression_ratio + _TOLERANCE:
+            median = _fmt(baseline.median_delta)
+            findings.append(make_finding(
+                "baseline_regression_above_threshold",
+                f"baseline regressed {baseline.regressed}/{_total(baseline)} "
+                f"({rate:.3f} > {policy.max_baseline_regression_ratio:.3f} allowed; median Δ {median})",
+                {"observed": _fmt(rate), "threshold": _fmt(policy.max_baseline_regression_ratio)}, BASELINE))
+    if failure is not None and failure.median_delta is not None:
+        shown = round(failure.median_delta, 3)
+        if shown <= eps + _TOLERANCE:
+            findings.append(make_finding(
+                "practical_delta_below_threshold",
+                f"failure cohort median Δ {_fmt(failure.median_delta)} is not above the practical delta {eps:.3f}",
+                {"median_delta": _fmt(failure.median_delta), "threshold": _fmt(eps)}, FAILURE))
+        else:
+            findings.append(make_finding(
+                "improvement_observed",
+                f"failure cohort median Δ {_fmt(failure.median_delta)} is above the practical delta {eps:.3f}",
+                {"median_delta": _fmt(failure.median_delta), "threshold": _fmt(eps)}, FAILURE))
+    for name in required:
+        cohort = cohorts.get(name)
+        if cohort is None or cohort.selected == 0:
+            continue
+        if not cohort.ci_computable:
+            findings.append(make_finding(
+                "ci_unavailable_for_required_cohort",
+                f"{name} cohort: no confidence interval ({cohort.ci_unavailable_reason}; {cohort.scored} scored)",
+                {"cohort": name, "reason": cohort.ci_unavailable_reason or "unspecified"}, name,
+                [i for ids in cohort.failure_ids.values() for i in ids]))
+        elif policy.max_ci_width is not None and not cohort.ci_meaningful:
+            findings.append(make_finding(
+                "ci_too_wide",
+                f"{name} cohort: CI width {cohort.ci_width:.3f} exceeds max_ci_width {policy.max_ci_width:.3f}",
+                {"cohort": name, "observed": _fmt(cohort.ci_width), "threshold": _fmt(policy.max_ci_width)}, name))
+    for name in required:
+        cohort = cohorts.get(name)
+        if cohort is None or cohort.selected == 0:
+            findings.append(make_finding(
+                "required_cohort_absent", f"required {name} cohort has no traces", {"cohort": name}, name))
+    for name, cohort in cohorts.items():
+        if not cohort.selected:
+            continue
+        for code, count in sorted(cohort.failure_counts.items(), key=lambda item: (-item[1], item[0])):
+            if count / cohort.selected >= 0.5:
+                findings.append(make_finding(
+                    "cohort_systemic_failure",
+                    f"{name} cohort: {count}/{cohort.selected} traces failed with {code}",
+                    {"cohort": name, "percent": f"{count / cohort.selected:.3f}", "code": code}, name,
+                    cohort.failure_ids.get(code, ())))
+                break
+    if policy.experiment_shape == "failure_rescue" and not policy.require_baseline:
+        _, baseline_floor = evaluate_floor(cohorts, (BASELINE,))
+        if baseline_floor:
+            findings.append(make_finding(
+                "baseline_unverified",
+                "require_baseline is false and the baseline cohort is below the trust floor: "
+                "regressions on known-good traffic were not verified",
+                {"floor_failures": ", ".join(f.rule for f in baseline_floor)}, BASELINE))
+    return findings
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision(Result):
+    verdict_state: str
+    floor_passed: bool
+    floor_failures: tuple[FloorFailure, ...]
+    findings: tuple[Finding, ...]
+    cohorts: tuple[CohortResult, ...]
+    required_cohorts: tuple[str, ...]
+
+    @property
+    def blocking(self) -> tuple[Finding, ...]:
+        return tuple(f for f in self.findings if f.severity in ("blocks_all", "blocks_ship"))
+
+    def __str__(self) -> str:
+        return f"{self.verdict_state}: floor {'passed' if self.floor_passed else 'failed'}, {len(self.blocking)} blocking finding(s)"
+
+
+def decide(cohorts: Mapping[str, CohortResult], policy: Policy, run_findings: Sequence[Finding] = (),
+           halted_by: Finding | None = None) -> Decision:
+    """The one place a verdict state is built (see module docstring, step 5).
+
+    ``halted_by``: a run-level blocks_all finding (cache lock, cache corruption) that stopped
+    the run before scoring; the floor is then not evaluated and the verdict is Inconclusive.
+    """
+    required = policy.required_cohorts
+    if halted_by is not None:
+        ordered = tuple(dataclasses.replace(c, required=c.name in required) for c in cohorts.values())
+        return Decision(INCONCLUSIVE, False, (), (halted_by, *run_findings), ordered, tuple(required))
+    floor_passed, floor_failures = evaluate_floor(cohorts, required)
+    findings = list(run_findings) + run_guards(cohorts, policy)
+    if not floor_passed:
+        failing = sorted({f.cohort for f in floor_failures if f.cohort and f.rule != "required_cohort_present"})
+        for name in failing:
+            rules = [f for f in floor_failures if f.cohort == name]
+            findings.append(make_finding(
+                "floor_failed", f"{name} cohort below the trust floor: " + "; ".join(
+                    f"{f.rule} requires {f.threshold}, observed {f.observed}" for f in rules),
+                {"cohort": name, "rules": ", ".join(f.rule for f in rules)}, name))
+    severities = {f.severity for f in findings}
+    if not floor_passed or "blocks_all" in severities:
+        state = INCONCLUSIVE
+    elif "blocks_ship" in severities:
+        state = DONT_SHIP
+    else:
+        state = SHIP
+    assert state != SHIP or floor_passed  # the invariant, stated where the state is built
+    ordered = []
+    for name in (FAILURE, BASELINE, *sorted(set(cohorts) - {FAILURE, BASELINE})):
+        if name in cohorts:
+            own = tuple(f for f in floor_failures if f.cohort == name)
+            ordered.append(dataclasses.replace(cohorts[name], floor_passed=not own if name in required else None,
+                                               floor_failures=own, required=name in required))
+    return Decision(state, floor_passed, tuple(floor_failures), tuple(findings), tuple(ordered), tuple(required))

@@ -1,0 +1,228 @@
+"""Scoring: the original and the replayed output are scored independently on one rubric.
+
+The per-trace delta is ``score(replayed) - score(original)``, computed here, never a number a
+scorer hands back as "the delta". The reference fed a single judge number in as the delta, so
+an absolute 0-1 judge could never produce a regression (whatif.md §11.1). A scorer sees one
+output per call (a :class:`ScoreCase`), not both, so it cannot compare them.
+
+Scorers:
+- ``stub``: an offline, deterministic grounding heuristic: the share of distinct word tokens
+  of the trace's recorded tool outputs that appear in the output text (0..1). It is not a
+  judge; a run that uses it carries the finding ``stub_scorer_in_use`` (degrades_trust).
+  Traces without recorded tool outputs get no stub score (``scorer_invalid_output``).
+- ``python``: ``scorer.score_fn = "python:<module>:<attr>"``, called as ``score_fn(case)``
+  (sync or async) and returning a number in [0, 1] (``bool`` counts as 1/0), or a dict
+  ``{"score": x, "rationale": "..."}``, or an object with ``.score``. Anything else, ``None``,
+  NaN or a value outside [0, 1] is ``scorer_invalid_output``; an exception is
+  ``scorer_failed``; over ``timeouts.score_seconds`` is ``scorer_timeout``.
+- ``inspect_ai``: validated in the config; not built in this version (see the package
+  docstring for why), so ``fork`` raises SetupError rather than run an untested adapter.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import math
+import numbers
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from toolkit._hashing import canonical_json, sha256_hex
+from toolkit.whatif.cache import ScoreCache
+from toolkit.whatif.replay import FailureRecord, _cut, is_async_callable, run_bounded
+from toolkit.whatif.sources import SetupError, resolve_reference
+
+__all__ = ["ScoreCase", "Scorer", "PairScores", "build_scorer", "stub_score", "score_pairs"]
+
+_TOKEN = re.compile(r"[a-z0-9][a-z0-9\-]*")
+
+
+@dataclasses.dataclass(frozen=True)
+class ScoreCase:
+    """What a scorer sees: ONE output (original or replayed) and its context."""
+
+    trace_id: str
+    cohort: str
+    which: str  # "original" | "replayed"
+    user_message: str
+    output_text: str
+    recorded_tool_calls: tuple[Mapping[str, Any], ...]
+    rubric_id: str | None = None
+    rubric_text: str | None = None
+    judge_provider: str | None = None
+    judge_model_id: str | None = None
+    judge_model_snapshot: str | None = None
+    scoring_parameters: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    metadata: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+
+
+def _tokens(value: Any) -> set[str]:
+    text = value if isinstance(value, str) else canonical_json(value)
+    return set(_TOKEN.findall(text.lower()))
+
+
+def stub_score(case: ScoreCase) -> dict[str, Any] | None:
+    """Share of the recorded tool outputs' distinct tokens found in the output text."""
+    wanted: set[str] = set()
+    for call in case.recorded_tool_calls:
+        result = call.get("result")
+        if isinstance(result, Mapping):
+            for value in result.values():
+                wanted |= _tokens(value)
+        elif result is not None:
+            wanted |= _tokens(result)
+    if not wanted:
+        return None
+    found = wanted & _tokens(case.output_text)
+    return {"score": len(found) / len(wanted), "rationale": f"{len(found)}/{len(wanted)} tool-output tokens present"}
+
+
+@dataclasses.dataclass
+class Scorer:
+    adapter: str
+    function: Any
+    reference: str | None
+    function_hash: str
+
+    def key_components(self, config) -> dict[str, Any]:
+        scorer = config.scorer
+        return {
+            "adapter": self.adapter,
+            "score_fn": self.reference,
+            "score_fn_source": self.function_hash,
+            "judge_provider": scorer.judge_provider,
+            "judge_model_id": scorer.judge_model_id,
+            "judge_model_snapshot": scorer.judge_model_snapshot,
+            "rubric_id": scorer.rubric_id,
+            "rubric_hash": sha256_hex(scorer.rubric_text or ""),
+            "scoring_parameters_hash": sha256_hex(canonical_json(dict(scorer.scoring_parameters))),
+        }
+
+
+def build_scorer(config) -> Scorer:
+    scorer = config.scorer
+    if scorer.adapter == "stub":
+        return Scorer("stub", stub_score, None, sha256_hex(inspect.getsource(stub_score))[:16])
+    if scorer.adapter == "inspect_ai":
+        raise SetupError(
+            "scorer.adapter 'inspect_ai' is not available in this build of toolkit.whatif "
+            "(the inspect_ai package is not part of the toolkit's environment); use adapter 'python' "
+            "with a score_fn that calls your judge"
+        )
+    function = resolve_reference(scorer.score_fn, "scorer.score_fn")
+    try:
+        source = inspect.getsource(function)
+    except (OSError, TypeError):
+        source = getattr(function, "__qualname__", repr(function))
+    return Scorer("python", function, scorer.score_fn, sha256_hex(source)[:16])
+
+
+def _normalise_score(value: Any) -> tuple[float | None, str | None, str | None]:
+    """(score, rationale, problem)."""
+    rationale = None
+    if isinstance(value, Mapping):
+        rationale = value.get("rationale")
+        value = value.get("score")
+    elif hasattr(value, "score") and not isinstance(value, numbers.Real):
+        rationale = getattr(value, "rationale", None)
+        value = value.score
+    if value is None:
+        return None, rationale, "the scorer returned no score (None)"
+    if isinstance(value, bool):
+        value = float(value)
+    if not isinstance(value, numbers.Real):
+        return None, rationale, f"the scorer returned {type(value).__name__}; expected a number in [0, 1]"
+    number = float(value)
+    if not math.isfinite(number) or not 0.0 <= number <= 1.0:
+        return None, rationale, f"score {number!r} is outside [0, 1]"
+    return number, None if rationale is None else str(rationale), None
+
+
+@dataclasses.dataclass(frozen=True)
+class PairScores:
+    original: Mapping[int, float]
+    replayed: Mapping[int, float]
+    rationales: Mapping[tuple[int, str], str]
+    failures: Mapping[int, FailureRecord]
+    abandoned_calls: int
+
+
+def score_pairs(traces, outputs, scorer: Scorer, config, cache: ScoreCache) -> PairScores:
+    """Score each replayed trace's original and replayed output; failures become records.
+
+    ``outputs`` maps trace position -> ReplayOutput. Raises ``cache.CacheCorruption`` for a
+    bad entry (the caller turns it into an Inconclusive verdict).
+    """
+    settings = config.scorer
+    components = scorer.key_components(config)
+    cases: dict[tuple[int, str], ScoreCase] = {}
+    keys: dict[tuple[int, str], str] = {}
+    case_components: dict[tuple[int, str], dict] = {}
+    stored: dict[tuple[int, str], dict] = {}
+    for position, output in outputs.items():
+        trace = traces[position]
+        recorded = tuple({"tool": c.name, "arguments": c.arguments, "result": c.result} for c in trace.tool_calls)
+        for which, text in (("original", trace.original_output), ("replayed", output.text)):
+            case = ScoreCase(
+                trace_id=trace.trace_id, cohort=trace.cohort, which=which,
+                user_message=trace.user_message, output_text=text, recorded_tool_calls=recorded,
+                rubric_id=settings.rubric_id, rubric_text=settings.rubric_text,
+                judge_provider=settings.judge_provider, judge_model_id=settings.judge_model_id,
+                judge_model_snapshot=settings.judge_model_snapshot,
+                scoring_parameters=dict(settings.scoring_parameters), metadata=dict(trace.metadata),
+            )
+            slot = (position, which)
+            cases[slot] = case
+            parts = {
+                **components,
+                "case": {
+                    "trace_id": trace.trace_id, "which": which,
+                    "input_hash": sha256_hex(trace.user_message),
+                    "output_hash": sha256_hex(text),
+                    "tools_hash": sha256_hex(canonical_json(list(recorded))),
+                },
+            }
+            case_components[slot] = parts
+            keys[slot] = ScoreCache.key(parts)
+            hit = cache.get(keys[slot])  # CacheCorruption propagates: the run is Inconclusive
+            if hit is not None:
+                stored[slot] = hit
+    jobs = [(slot, scorer.function, (case,)) for slot, case in cases.items() if slot not in stored]
+    outcomes, abandoned = run_bounded(jobs, config.timeouts.score_seconds, settings.max_workers, is_async_callable(scorer.function))
+    scores: dict[tuple[int, str], float] = {}
+    rationales: dict[tuple[int, str], str] = {}
+    problems: dict[int, FailureRecord] = {}
+    for slot in cases:
+        position, which = slot
+        trace = traces[position]
+        if slot in stored:
+            scores[slot] = stored[slot]["score"]
+            if stored[slot].get("rationale"):
+                rationales[slot] = stored[slot]["rationale"]
+            continue
+        outcome = outcomes[slot]
+        base = {"trace_id": trace.trace_id, "cohort": trace.cohort, "stage": "score", "scope": "trace", "id": f"score-{trace.trace_id}"}
+        provider = scorer.reference or scorer.adapter
+        if outcome.status == "timeout":
+            record = FailureRecord(code="scorer_timeout", message=f"trace {trace.trace_id}: scoring the {which} output exceeded {config.timeouts.score_seconds:g} s",
+                                   details={"which": which, "timeout_seconds": config.timeouts.score_seconds, "provider": provider}, **base)
+        elif outcome.status == "error":
+            record = FailureRecord(code="scorer_failed", message=_cut(f"trace {trace.trace_id}: scorer raised {type(outcome.error).__name__} on the {which} output: {outcome.error}"),
+                                   details={"which": which, "exception_type": type(outcome.error).__name__, "provider": provider}, **base)
+        else:
+            score, rationale, problem = _normalise_score(outcome.value)
+            if problem is None:
+                scores[slot] = score
+                if rationale:
+                    rationales[slot] = rationale
+                cache.put(keys[slot], case_components[slot], score, rationale)
+                continue
+            record = FailureRecord(code="scorer_invalid_output", message=f"trace {trace.trace_id}: {problem} for the {which} output",
+                                   details={"which": which, "provider": provider, "reason": problem}, **base)
+        problems.setdefault(position, record)
+    original = {p: scores[(p, "original")] for p in outputs if (p, "original") in scores and p not in problems}
+    replayed = {p: scores[(p, "replayed")] for p in outputs if (p, "replayed") in scores and p not in problems}
+    return PairScores(original, replayed, rationales, problems, abandoned)
+

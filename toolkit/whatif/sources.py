@@ -1,0 +1,565 @@
+"""Trace sources and cohort selection.
+
+A source yields :class:`Trace` objects, each already labelled ``failure`` or ``baseline``;
+:func:`select_cohorts` then applies each cohort's ``filter`` and ``limit`` (the reference reads
+the whole source and ignores both, whatif.md §11.2). Selection rules, from the reference's
+design defaults (whatif.md §5): the failure cohort takes the most recent traces first (file
+order when traces carry no timestamp); the baseline cohort is a seeded random sample (hash
+draw per trace id, so it does not depend on source order). Truncation is recorded and
+disclosed as an info finding.
+
+Adapters:
+- ``stub``: synthetic, seeded support-ticket traces, offline (see :func:`stub_traces`);
+- ``jsonl``: rows v1 (``tk.read_rows``) or tau-bench result files (``tk.read_tau_bench``);
+  the cohort comes from ``label_field`` when set, else ``reward < failure_below`` is a failure;
+- ``phoenix``: OpenInference span dicts returned by a ``python:<module>:<attr>`` provider
+  (tracer-neutral: wrap the Phoenix client, read a dump, pull from any OTLP store); a trace's
+  root span gives input/output, TOOL spans give the recorded tool calls, the span attribute
+  ``tag.failed`` (or ``label_field``) gives the cohort, an ``eval.score``/``score`` attribute
+  the original score;
+- ``langfuse``: the public REST API (``GET /api/public/traces`` paged, then
+  ``GET /api/public/traces/{id}`` for observations and scores) with HTTP basic auth from two
+  environment variables. Our tests exercise it against recorded responses served by a local
+  HTTP server started in the test; it has not been run against a live Langfuse here.
+"""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import datetime as _dt
+import importlib
+import json
+import math
+import os
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from toolkit._errors import ToolkitError
+from toolkit._hashing import canonical_json, stable_uniform
+
+__all__ = ["Trace", "ToolRecord", "CohortSelectionResult", "SetupError", "load_traces", "select_cohorts", "stub_traces", "resolve_reference"]
+
+FAILURE = "failure"
+BASELINE = "baseline"
+
+
+class SetupError(ToolkitError):
+    """The experiment cannot start: an adapter, runner or scorer could not be built."""
+
+
+@dataclasses.dataclass(frozen=True)
+class ToolRecord:
+    """One recorded tool call of the original trace: its name, arguments and output."""
+
+    name: str
+    arguments: Any
+    result: Any
+
+
+@dataclasses.dataclass(frozen=True)
+class Trace:
+    trace_id: str
+    cohort: str
+    user_message: str
+    original_output: str
+    tool_calls: tuple[ToolRecord, ...] = ()
+    original_score: float | None = None
+    label: str | None = None
+    task_id: str | None = None
+    timestamp: float | None = None  # seconds since the epoch, UTC
+    system_prompt: str | None = None
+    metadata: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    skip_reason: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class CohortSelectionResult:
+    name: str
+    traces: tuple[Trace, ...]
+    available: int  # traces of this cohort that passed the filter, before the limit
+    labelled: int  # traces of this cohort in the source, before the filter
+    limit: int
+    filter: str | None
+
+    @property
+    def truncated(self) -> bool:
+        return self.available > len(self.traces)
+
+
+# --- python references ------------------------------------------------------------------------
+
+
+def resolve_reference(reference: str, what: str) -> Callable:
+    """Import ``python:<module.path>:<attr>`` and return the callable; SetupError otherwise.
+
+    The current directory goes first on the import path (once), so a notebook's or a CI job's
+    own modules resolve, as the reference does.
+    """
+    parts = reference.split(":")
+    if len(parts) != 3 or parts[0] != "python" or not parts[1] or not parts[2]:
+        raise SetupError(f"{what} {reference!r} must be 'python:<module.path>:<attr>'")
+    _, module_name, attribute = parts
+    cwd = os.getcwd()
+    if cwd not in sys.path:
+        sys.path.insert(0, cwd)
+    try:
+        module = importlib.import_module(module_name)
+    except Exception as error:  # any import-time failure is a setup failure, named
+        raise SetupError(f"{what} {reference!r}: cannot import {module_name!r}: {type(error).__name__}: {error}") from None
+    if not hasattr(module, attribute):
+        raise SetupError(f"{what} {reference!r}: module {module_name!r} has no attribute {attribute!r}")
+    target = getattr(module, attribute)
+    if not callable(target):
+        raise SetupError(f"{what} {reference!r} is not callable")
+    return target
+
+
+# --- stub ---------------------------------------------------------------------------------------
+
+_STUB_TOPICS = ("order", "refund", "delivery", "invoice", "account")
+_STUB_STATUSES = ("shipped", "pending review", "delivered", "on hold", "cancelled")
+
+
+def stub_traces(per_cohort: int = 20, seed: int = 0) -> list[Trace]:
+    """Synthetic support-ticket traces: a user asks about a record, the agent looked it up.
+
+    Each trace recorded one ``lookup`` tool call whose output holds an id, a status and a date.
+    Baseline traces' original answers state the status (most also the date); failure traces'
+    original answers state neither ("I'm looking into it", or only the id), which is the
+    failure a prompt change can rescue. Draws are
+    sha256 hashes of (seed, trace id), so the traces do not depend on anything else.
+    """
+    traces = []
+    for cohort in (FAILURE, BASELINE):
+        for index in range(per_cohort):
+            trace_id = f"{cohort[0]}-{index:03d}"
+            topic = _STUB_TOPICS[int(stable_uniform(seed, trace_id, "topic") * len(_STUB_TOPICS))]
+            status = _STUB_STATUSES[int(stable_uniform(seed, trace_id, "status") * len(_STUB_STATUSES))]
+            record = f"{topic[:3].upper()}-{int(stable_uniform(seed, trace_id, 'id') * 90000) + 10000}"
+            day = 1 + int(stable_uniform(seed, trace_id, "day") * 28)
+            result = {"id": record, "status": status, "date": f"2026-12-{day:02d}"}
+            variant = stable_uniform(seed, trace_id, "variant")
+            # Answers vary in how much of the looked-up record they state, as real ones do:
+            # most baselines state all of it, some omit the date; most failures state nothing,
+            # some only repeat the record id.
+            if cohort == BASELINE:
+                output = (f"Your {topic} {record} is {status}; the date on file is 2026-12-{day:02d}."
+                          if variant < 0.7 else f"Your {topic} {record} is {status}.")
+            else:
+                output = ("Thanks for reaching out, I'm looking into it and will get back to you."
+                          if variant < 0.6 else f"Your {topic} {record} is being processed.")
+            traces.append(
+                Trace(
+                    trace_id=trace_id,
+                    cohort=cohort,
+                    user_message=f"What is the status of my {topic} {record}?",
+                    original_output=output,
+                    tool_calls=(ToolRecord("lookup", {"id": record}, result),),
+                    original_score=None,
+                    label=cohort,
+                    timestamp=None,
+                    metadata={"topic": topic},
+                )
+            )
+    return traces
+
+
+# --- jsonl (rows v1, tau-bench) ----------------------------------------------------------------
+
+
+def _float_or_none(value: Any) -> float | None:
+    if isinstance(value, bool) or value is None:
+        return None if value is None else float(value)
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return None
+    return number if math.isfinite(number) else None
+
+
+def _timestamp(value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    try:
+        parsed = _dt.datetime.fromisoformat(str(value).replace("Z", "+00:00"))
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=_dt.timezone.utc)
+    return parsed.timestamp()
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, str):
+        return value
+    return canonical_json(value)
+
+
+def _system_message(messages: Any) -> str | None:
+    if isinstance(messages, list) and messages and isinstance(messages[0], Mapping):
+        if messages[0].get("role") == "system" and isinstance(messages[0].get("content"), str):
+            return messages[0]["content"]
+    return None
+
+
+def _complete_head(lineage: Mapping[str, Any]) -> str | None:
+    """The lineage's system-prompt head when it is the whole prompt (rows keep 120 chars)."""
+    head = lineage.get("system_prompt_head")
+    if isinstance(head, str) and lineage.get("system_prompt_chars") == len(head):
+        return head
+    return None
+
+
+def _trace_from_row(row: Mapping[str, Any], position: int, label_field: str | None, failure_below: float) -> Trace:
+    steps = row.get("steps") or []
+    tools = tuple(
+        ToolRecord(str(step["tool"]), step.get("arguments") or {}, step.get("result"))
+        for step in steps
+        if isinstance(step, Mapping) and "tool" in step
+    )
+    reward = _float_or_none(row.get("reward"))
+    label = None
+    if label_field is not None:
+        raw = row.get(label_field)
+        label = None if raw is None else str(raw)
+        cohort = label if label in (FAILURE, BASELINE) else None
+    else:
+        cohort = None if reward is None else (FAILURE if reward < failure_below else BASELINE)
+    task = row.get("task_id", row.get("scenario_id"))
+    trace_id = row.get("trace_id") or row.get("rollout_id")
+    if not trace_id:
+        trace_id = f"{task}#{row.get('rollout_index', row.get('trial', 0))}" if task is not None else f"row-{position}"
+    skip = None
+    if not isinstance(row.get("prompt"), str) or not row.get("prompt"):
+        skip = "trace has no user prompt to replay"
+    metadata = {
+        k: v
+        for k, v in row.items()
+        if k not in ("prompt", "steps", "final_text", "messages", "privileged") and not str(k).startswith("_")
+    }
+    lineage = row.get("lineage") if isinstance(row.get("lineage"), Mapping) else {}
+    return Trace(
+        trace_id=str(trace_id),
+        cohort=cohort or "",
+        user_message=str(row.get("prompt") or ""),
+        original_output=_text(row.get("final_text")),
+        tool_calls=tools,
+        original_score=reward,
+        label=label,
+        task_id=None if task is None else str(task),
+        timestamp=_timestamp(row.get("ts", row.get("timestamp"))),
+        system_prompt=row.get("system_prompt") or lineage.get("system_prompt") or _system_message(row.get("messages"))
+        or _complete_head(lineage),
+        metadata=metadata,
+        skip_reason=skip,
+    )
+
+
+def _jsonl_traces(source) -> list[Trace]:
+    import toolkit as tk
+
+    path = source.option("path")
+    if not os.path.exists(path):
+        raise SetupError(f"source.path {path!r} does not exist")
+    fmt = source.option("format")
+    if fmt == "auto":
+        with open(path, encoding="utf-8") as handle:
+            head = handle.read(1).strip() or " "
+        # tau-bench result files are one JSON array; rows files are JSON lines of objects
+        fmt = "tau_bench" if head == "[" else "rows"
+    try:
+        rows = tk.read_tau_bench(path) if fmt == "tau_bench" else tk.read_rows(path)
+    except ToolkitError as error:
+        raise SetupError(f"source.path {path!r}: {error}") from None
+    label_field = source.option("label_field")
+    failure_below = float(source.option("failure_below"))
+    return [_trace_from_row(row, i, label_field, failure_below) for i, row in enumerate(rows)]
+
+
+# --- phoenix (OpenInference span dicts) ---------------------------------------------------------
+
+
+def _attribute(span: Mapping[str, Any], key: str) -> Any:
+    attributes = span.get("attributes") or {}
+    if key in attributes:
+        return attributes[key]
+    # nested form {"input": {"value": ...}} as some exporters write it
+    node: Any = attributes
+    for part in key.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            node = None
+            break
+        node = node[part]
+    if node is not None:
+        return node
+    return span.get(f"attributes.{key}")
+
+
+def _span_field(span: Mapping[str, Any], *names: str) -> Any:
+    for name in names:
+        if "." in name:
+            head, _, tail = name.partition(".")
+            inner = span.get(head)
+            if isinstance(inner, Mapping) and tail in inner:
+                return inner[tail]
+        if name in span:
+            return span[name]
+    return None
+
+
+def _maybe_json(value: Any) -> Any:
+    if isinstance(value, str):
+        try:
+            return json.loads(value)
+        except ValueError:
+            return value
+    return value
+
+
+def phoenix_traces_from_spans(spans: Iterable[Mapping[str, Any]], label_field: str | None = None) -> list[Trace]:
+    """Group OpenInference spans by trace id into :class:`Trace` objects."""
+    by_trace: dict[str, list[Mapping[str, Any]]] = {}
+    order: list[str] = []
+    for span in spans:
+        trace_id = _span_field(span, "context.trace_id", "trace_id")
+        if trace_id is None:
+            continue
+        trace_id = str(trace_id)
+        if trace_id not in by_trace:
+            by_trace[trace_id] = []
+            order.append(trace_id)
+        by_trace[trace_id].append(span)
+    traces = []
+    for trace_id in order:
+        spans_of = by_trace[trace_id]
+        roots = [s for s in spans_of if not _span_field(s, "parent_id", "parent_span_id")]
+        root = roots[0] if roots else spans_of[0]
+        tools = []
+        for span in sorted(spans_of, key=lambda s: str(_span_field(s, "start_time") or "")):
+            kind = str(_span_field(span, "span_kind") or _attribute(span, "openinference.span.kind") or "").upper()
+            if kind != "TOOL":
+                continue
+            name = _attribute(span, "tool.name") or span.get("name") or "tool"
+            arguments = _maybe_json(_attribute(span, "tool.parameters") or _attribute(span, "input.value") or {})
+            tools.append(ToolRecord(str(name), arguments, _maybe_json(_attribute(span, "output.value"))))
+        if label_field:
+            raw = _attribute(root, label_field)
+            label = None if raw is None else str(raw)
+            cohort = label if label in (FAILURE, BASELINE) else ""
+        else:
+            failed = _attribute(root, "tag.failed")
+            label = None if failed is None else str(failed)
+            cohort = FAILURE if failed in (True, "true", "True", 1, "1") else BASELINE
+        score = _float_or_none(_attribute(root, "eval.score"))
+        if score is None:
+            score = _float_or_none(_attribute(root, "score"))
+        message = _attribute(root, "input.value")
+        message = _maybe_json(message)
+        if isinstance(message, Mapping):
+            message = message.get("input") or message.get("question") or message.get("content") or canonical_json(message)
+        traces.append(
+            Trace(
+                trace_id=trace_id,
+                cohort=cohort,
+                user_message=_text(message),
+                original_output=_text(_attribute(root, "output.value")),
+                tool_calls=tuple(tools),
+                original_score=score,
+                label=label,
+                timestamp=_timestamp(_span_field(root, "start_time")),
+                metadata={"root_span_name": root.get("name")},
+                skip_reason=None if message else "root span has no input.value",
+            )
+        )
+    return traces
+
+
+def _phoenix_traces(source) -> list[Trace]:
+    provider = resolve_reference(source.option("spans_provider"), "source.spans_provider")
+    try:
+        spans = list(provider())
+    except Exception as error:
+        raise SetupError(f"source.spans_provider raised {type(error).__name__}: {error}") from None
+    return phoenix_traces_from_spans(spans, source.option("label_field"))
+
+
+# --- langfuse public API ------------------------------------------------------------------------
+
+
+def _langfuse_get(host: str, path: str, params: dict, auth: str, timeout: float = 30.0) -> Any:
+    url = host.rstrip("/") + path + ("?" + urllib.parse.urlencode(params) if params else "")
+    request = urllib.request.Request(url, headers={"Authorization": "Basic " + auth, "Accept": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:  # noqa: S310 (user's host)
+            return json.loads(response.read().decode("utf-8"))
+    except urllib.error.HTTPError as error:
+        raise SetupError(f"langfuse {path}: HTTP {error.code} {error.reason}") from None
+    except (urllib.error.URLError, OSError, ValueError) as error:
+        raise SetupError(f"langfuse {path}: {type(error).__name__}: {error}") from None
+
+
+def _langfuse_message(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping):
+        for key in ("input", "question", "query", "content", "message"):
+            if isinstance(value.get(key), str):
+                return value[key]
+        messages = value.get("messages")
+        if isinstance(messages, list):
+            users = [m.get("content") for m in messages if isinstance(m, Mapping) and m.get("role") == "user"]
+            if users and isinstance(users[-1], str):
+                return users[-1]
+    if isinstance(value, list):
+        users = [m.get("content") for m in value if isinstance(m, Mapping) and m.get("role") == "user"]
+        if users and isinstance(users[-1], str):
+            return users[-1]
+    return _text(value)
+
+
+def _langfuse_traces(source) -> list[Trace]:
+    host = source.option("host")
+    public = os.environ.get(source.option("public_key_env"), "")
+    secret = os.environ.get(source.option("secret_key_env"), "")
+    if not public or not secret:
+        raise SetupError(
+            f"langfuse needs credentials in ${source.option('public_key_env')} and ${source.option('secret_key_env')}"
+        )
+    auth = base64.b64encode(f"{public}:{secret}".encode()).decode()
+    page_size = int(source.option("page_size"))
+    failure_tag = source.option("failure_tag")
+    score_name = source.option("score_name")
+    summaries: list[Mapping[str, Any]] = []
+    page = 1
+    while True:
+        body = _langfuse_get(host, "/api/public/traces", {"page": page, "limit": page_size}, auth)
+        data = body.get("data") if isinstance(body, Mapping) else None
+        if not isinstance(data, list):
+            raise SetupError("langfuse /api/public/traces: response has no 'data' list")
+        summaries.extend(data)
+        meta = body.get("meta") or {}
+        total_pages = meta.get("totalPages")
+        if len(data) < page_size or (isinstance(total_pages, int) and page >= total_pages):
+            break
+        page += 1
+    traces = []
+    for summary in summaries:
+        trace_id = str(summary.get("id"))
+        detail = _langfuse_get(host, f"/api/public/traces/{urllib.parse.quote(trace_id, safe='')}", {}, auth)
+        tags = list(detail.get("tags") or summary.get("tags") or [])
+        cohort = FAILURE if failure_tag in tags else BASELINE
+        tools = []
+        observations = sorted(detail.get("observations") or [], key=lambda o: str(o.get("startTime") or ""))
+        for observation in observations:
+            kind = str(observation.get("type") or "").upper()
+            metadata = observation.get("metadata") or {}
+            is_tool = kind == "TOOL" or (isinstance(metadata, Mapping) and metadata.get("kind") == "tool")
+            if is_tool:
+                tools.append(ToolRecord(str(observation.get("name")), observation.get("input") or {}, observation.get("output")))
+        score = None
+        for entry in detail.get("scores") or []:
+            if not isinstance(entry, Mapping):
+                continue
+            if score_name is not None and entry.get("name") != score_name:
+                continue
+            score = _float_or_none(entry.get("value"))
+            if score is not None:
+                break
+        message = _langfuse_message(detail.get("input"))
+        traces.append(
+            Trace(
+                trace_id=trace_id,
+                cohort=cohort,
+                user_message=message,
+                original_output=_langfuse_message(detail.get("output")) if not isinstance(detail.get("output"), str) else detail["output"],
+                tool_calls=tuple(tools),
+                original_score=score,
+                label=",".join(tags) or None,
+                timestamp=_timestamp(detail.get("timestamp")),
+                metadata={"name": detail.get("name"), "tags": tags},
+                skip_reason=None if message else "trace has no input",
+            )
+        )
+    return traces
+
+
+# --- dispatch and selection ---------------------------------------------------------------------
+
+
+def load_traces(source) -> list[Trace]:
+    """All traces of the configured source (``source`` is ``WhatIfConfig.source``)."""
+    adapter = source.adapter
+    if adapter == "stub":
+        return stub_traces(int(source.option("synthetic_traces")), int(source.option("seed")))
+    if adapter == "jsonl":
+        return _jsonl_traces(source)
+    if adapter == "phoenix":
+        return _phoenix_traces(source)
+    if adapter == "langfuse":
+        return _langfuse_traces(source)
+    raise SetupError(f"unknown trace-source adapter {adapter!r}")  # the config's Literal stops this
+
+
+def _passes(trace: Trace, clauses, now: float) -> bool:
+    for clause in clauses:
+        if clause.name == "score-below" and not (trace.original_score is not None and trace.original_score < clause.number):
+            return False
+        if clause.name == "score-above" and not (trace.original_score is not None and trace.original_score > clause.number):
+            return False
+        if clause.name == "since" and not (trace.timestamp is not None and now - trace.timestamp <= clause.number):
+            return False
+        if clause.name == "label" and trace.label != clause.value:
+            return False
+        if clause.name == "has-tool" and all(call.name != clause.value for call in trace.tool_calls):
+            return False
+        if clause.name == "task" and trace.task_id != clause.value:
+            return False
+    return True
+
+
+def select_cohorts(traces: list[Trace], config, now: float | None = None) -> dict[str, CohortSelectionResult]:
+    """Apply each configured cohort's filter and limit; only configured cohorts are selected.
+
+    In ``regression_check`` no failure cohort is configured, so traces labelled failure are
+    never selected (the reference still evaluated them, whatif.md §11.8).
+    """
+    now = _dt.datetime.now(_dt.timezone.utc).timestamp() if now is None else now
+    seed = config.decision.seed
+    chosen = {}
+    for name in (FAILURE, BASELINE):
+        selection = getattr(config.selection, f"{name}_cohort")
+        if selection is None:
+            continue
+        labelled = [t for t in traces if t.cohort == name]
+        passing = [t for t in labelled if _passes(t, selection.clauses, now)]
+        if name == FAILURE:
+            # most recent first; traces without a time keep source order, after timed ones
+            ordered = sorted(
+                enumerate(passing),
+                key=lambda item: (item[1].timestamp is None, -(item[1].timestamp or 0.0), item[0]),
+            )
+            picked = [t for _, t in ordered][: selection.limit]
+        else:
+            ranked = sorted(
+                range(len(passing)),
+                key=lambda i: (stable_uniform(seed, "baseline-sample", passing[i].trace_id), i),
+            )
+            picked = [passing[i] for i in sorted(ranked[: selection.limit])]
+        chosen[name] = CohortSelectionResult(
+            name=name,
+            traces=tuple(picked),
+            available=len(passing),
+            labelled=len(labelled),
+            limit=selection.limit,
+            filter=selection.filter,
+        )
+    return chosen
