@@ -65,14 +65,15 @@ def test_fast_arrays_cover_every_tuple(levels, t, seed):
 @settings(max_examples=12)
 @given(
     levels=st.lists(st.integers(2, 5), min_size=3, max_size=7),
+    t=st.sampled_from([2, 3]),
     seed=st.integers(0, 2**31 - 1),
 )
-def test_improved_arrays_cover_every_pair(levels, seed):
+def test_improved_arrays_cover_every_tuple(levels, t, seed):
     factors = named(levels)
-    array = tk.covering_array(factors, 2, seed=seed)
-    missing, _ = brute_force_missing(array.to_dicts(), factors, 2)
+    array = tk.covering_array(factors, t, seed=seed)
+    missing, _ = brute_force_missing(array.to_dicts(), factors, t)
     assert not missing
-    fast = tk.covering_array(factors, 2, seed=seed, effort="fast")
+    fast = tk.covering_array(factors, t, seed=seed, effort="fast")
     assert array.size <= fast.size
 
 
@@ -109,11 +110,13 @@ def test_same_seed_same_array_and_generators_accepted():
 
 @pytest.mark.parametrize(
     "levels, expected",
-    [([2] * 10, 6), ([2] * 100, 10), ([3] * 4, 9), ([5] * 6, 25), ([2] * 4, 5), ([2] * 16, 8), ([7] * 8, 49)],
+    [([2] * 10, 6), ([2] * 100, 10), ([3] * 4, 9), ([5] * 6, 25), ([2] * 4, 5), ([2] * 16, 8), ([7] * 8, 49),
+     ([4] * 5, 16), ([8] * 9, 64), ([9] * 10, 81), ([7, 7, 6, 5, 3], 49)],
 )
 def test_exact_constructions_reach_the_optimum(levels, expected):
     # Optimal values: CAN(2,k,2) from Kleitman & Spencer (1973) (5 for k=4, 6 for k<=10,
-    # 8 for 16<=k<=35, 10 for 57<=k<=126); v^2 for an orthogonal array (prime v, k<=v+1).
+    # 8 for 16<=k<=35, 10 for 57<=k<=126); v^2 for an orthogonal array (prime power v,
+    # k<=v+1), which meets the v1*v2 bound, also with smaller factors padded in.
     factors = named(levels)
     array = tk.covering_array(factors, effort="fast")
     assert array.size == expected
@@ -121,10 +124,11 @@ def test_exact_constructions_reach_the_optimum(levels, expected):
     assert not brute_force_missing(array.to_dicts(), factors, 2)[0]
 
 
-def test_strength_three_orthogonal_array():
-    factors = named([5] * 6)
+@pytest.mark.parametrize("levels, expected", [([5] * 6, 125), ([4] * 5, 64)])
+def test_strength_three_orthogonal_array(levels, expected):
+    factors = named(levels)
     array = tk.covering_array(factors, 3, effort="fast")
-    assert array.size == 125
+    assert array.size == expected == array.lower_bound
     assert not brute_force_missing(array.to_dicts(), factors, 3)[0]
 
 
@@ -145,7 +149,7 @@ def test_agent_axes_reach_the_product_lower_bound():
 # ----------------------------------------------------------------------------- constraints
 
 
-@settings(max_examples=30)
+@settings(max_examples=20)
 @given(
     levels=st.lists(st.integers(2, 4), min_size=3, max_size=5),
     forbidden_seed=st.integers(0, 10_000),
@@ -288,8 +292,10 @@ def test_extend_array_keeps_old_cells_and_covers_new_values_and_factors():
     assert np.array_equal(again.array.rows, grown.array.rows)
 
 
-def test_extend_array_refuses_removed_values():
+def test_extend_array_refuses_removed_values_and_old_rows_breaking_new_constraints():
     old = tk.covering_array({"a": [1, 2], "b": [1, 2]})
+    with pytest.raises(tk.ConfigError, match="old row .* violates the new constraints"):
+        tk.extend_array(old, {"a": [1, 2], "b": [1, 2]}, constraints={"a": 1, "b": 2})
     with pytest.raises(tk.ConfigError, match="old value 2"):
         tk.extend_array(old, {"a": [1], "b": [1, 2]})
     with pytest.raises(tk.ConfigError, match="old factor 'b'"):
@@ -308,6 +314,7 @@ def test_result_object_surfaces():
     assert "lower bound 4" in str(array)
     assert array.to_dict()["size"] == 4
     assert not array.rows.flags.writeable
+    assert "<table" in array._repr_html_()
     assert tk.coverage(array).to_pandas().shape[0] == 3
 
 
@@ -379,3 +386,32 @@ def test_coverage_figures_are_figures():
     assert isinstance(plots.design_sizes([{"config": "3.3.2", "covering array": 9, "exhaustive": 18}]), Figure)
     with pytest.raises(tk.ConfigError, match="strength 3"):
         plots.coverage_heatmap(tk.coverage(array, strength=3))
+
+
+@settings(max_examples=15)
+@given(
+    levels=st.lists(st.integers(2, 4), min_size=3, max_size=5),
+    data_seed=st.integers(0, 10_000),
+    t=st.sampled_from([2, 3]),
+)
+def test_required_rows_with_constraints_property(levels, data_seed, t):
+    factors = named(levels)
+    names = list(factors)
+    rng = np.random.default_rng(data_seed)
+    a, b = rng.choice(len(names), 2, replace=False)
+    forbidden = {names[a]: factors[names[a]][0], names[b]: factors[names[b]][0]}
+
+    def valid(row):
+        return not all(row[n] == v for n, v in forbidden.items())
+
+    required = []
+    for _ in range(int(rng.integers(1, 4))):
+        row = {n: factors[n][int(rng.integers(len(factors[n])))] for n in names if rng.random() < 0.5}
+        if not all(row.get(n) == v for n, v in forbidden.items()):
+            required.append(row)
+    array = tk.covering_array(factors, t, constraints=[forbidden], required=required, seed=data_seed)
+    rows = array.to_dicts()
+    for given_row, row in zip(required, rows):
+        assert all(row[k] == v for k, v in given_row.items())
+    assert all(valid(r) for r in rows)
+    assert not brute_force_missing(rows, factors, t, valid)[0]

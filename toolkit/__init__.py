@@ -21,6 +21,9 @@ from toolkit.tools import *  # noqa: F401,F403
 from toolkit.sandbox import *  # noqa: F401,F403
 from toolkit.situations import *  # noqa: F401,F403
 from toolkit.writer import *  # noqa: F401,F403
+from toolkit.agents import *  # noqa: F401,F403
+from toolkit.user import *  # noqa: F401,F403
+from toolkit.rollout import *  # noqa: F401,F403
 
 from toolkit import plots  # noqa: F401  (figures: tk.plots.pass_at_k_curve, ...)
 from toolkit import whatif  # noqa: F401

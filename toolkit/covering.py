@@ -20,21 +20,23 @@ Method
 1. **Exact constructions** when there are no constraints and no required rows:
    Kleitman--Spencer for two-level factors at t = 2 (optimal: the least N with
    C(N-1, ceil(N/2)) >= k; 6 rows for 2^10, 10 for 2^100), and Bush's orthogonal array
-   OA(p^t; t, p+1, p) for a prime p >= every level count with t <= p (p^t rows; optimal when
-   all factors have p levels). Factors with fewer levels than p use the padded array with the
+   OA(q^t; t, q+1, q) for a prime power q >= every level count with t <= q (q^t rows, over
+   GF(q); optimal when all factors have q levels: 8^9 -> 64 rows, where the greedy and search
+   gave 91). Factors with fewer levels than p use the padded array with the
    surplus cells freed and redundant rows removed.
 2. **IPOG-F greedy** (Lei et al., ECBS 2007; Forbes et al., J. Res. NIST 113(5), 2008):
    columns are added largest-first; each new column is filled by repeatedly taking the
    (row, value) with the largest number of still-uncovered t-tuples over *all* rows (a numpy
    gain table, updated by one gather per step); cells that gain nothing stay don't-care and are
    spent by vertical growth (new rows only for tuples no existing row can take).
-3. **Row order**: the rows are finally ordered greedily (each next row adds the most
+3. **Improvement** (``effort`` other than ``"fast"``): rows whose tuples are all held by
+   other rows are dropped, then "delete a row and repair" by a focused tabu search on the
+   uncovered tuples with 10% random moves (Nurmela, Discrete Appl. Math. 138, 2004; the noise
+   is what lets it leave plateaus -- without it, 5^10 stalled at 41 rows, with it 37-38). For
+   t >= 3 a move changes the one cell in which a row differs from an uncovered tuple.
+4. **Row order**: the rows are finally ordered greedily (each next row adds the most
    uncovered tuples), so any prefix -- a run cut short by its budget -- covers as much as it
    can. (The replaced engine's one-row-at-a-time greedy had this property by construction.)
-4. **Improvement** (t = 2, ``effort`` other than ``"fast"``): rows whose tuples are all held by
-   other rows are dropped, then "delete a row and repair" by a focused tabu search on the
-   uncovered pairs with 10% random moves (Nurmela, Discrete Appl. Math. 138, 2004; the noise
-   is what lets it leave plateaus -- without it, 5^10 stalled at 41 rows, with it 37-38).
 
 Where we differ from the engine this toolkit replaces (an AETG-like one-row-at-a-time greedy,
 62 rows for its own agent axes against a lower bound of 60): we start from exact
@@ -140,6 +142,14 @@ class CoveringArray(Result):
         )
 
     __repr__ = __str__
+
+    def _repr_html_(self) -> str:
+        import html
+
+        shown = 20  # a screenful; to_pandas() has every row
+        table = self.to_pandas().head(shown).to_html(index=True, border=0)
+        more = f"<p>... {self.size - shown} more rows (to_pandas() has all)</p>" if self.size > shown else ""
+        return f"<div><p><b>{html.escape(str(self))}</b></p>{table}{more}</div>"
 
 
 @dataclasses.dataclass(frozen=True, eq=False)
@@ -521,18 +531,22 @@ def covering_array(
     if effort == "best":
         deadline = started + float(time_budget if time_budget is not None else _BEST_DEFAULT_SECONDS)
 
-    rows, infeasible, method = _construct(levels, t, start, rng, oracle)
-    space = _core.all_subsets_space(levels, t)
-    needed = np.ones(space.size, dtype=bool)
-    if infeasible:
-        needed[_tuple_ids(space, infeasible)] = False
-    needed_per_subset = np.add.reduceat(needed.astype(np.int64), space.offsets) if space.size else None
-    lower_bound, bound_kind = _lower_bound(levels, t, needed_per_subset, oracle is not None)
+    needed = None
+    if oracle is None:
+        lower_bound, bound_kind = _lower_bound(levels, t, None, False)
+    rows, infeasible, method = _construct(levels, t, start, rng, oracle, None if oracle else lower_bound)
+    if oracle is not None:
+        space = _core.all_subsets_space(levels, t)
+        needed = np.ones(space.size, dtype=bool)
+        if infeasible:
+            needed[_tuple_ids(space, infeasible)] = False
+        needed_per_subset = np.add.reduceat(needed.astype(np.int64), space.offsets) if space.size else None
+        lower_bound, bound_kind = _lower_bound(levels, t, needed_per_subset, True)
 
     n_required = len(start)
     if len(rows) > lower_bound:
         rows = _core.eliminate_redundant_rows(rows, levels, t, n_required, needed)
-    if effort != "fast" and t == 2 and len(rows) > lower_bound:
+    if effort != "fast" and t >= 2 and len(rows) > lower_bound:
         # Required rows are never deleted nor edited by the search (their free cells were
         # already spent by the construction).
         fixed = np.zeros(rows.shape, dtype=bool)
@@ -544,7 +558,7 @@ def covering_array(
             steps, failures = 1 << 62, None
         improved, _ = _core.shrink_by_search(
             rows, levels, fixed, needed, rng, oracle, steps, deadline,
-            floor=max(lower_bound, n_required), max_failures=failures,
+            floor=max(lower_bound, n_required), max_failures=failures, strength=t,
         )
         if len(improved) < len(rows):
             rows = improved
@@ -579,19 +593,25 @@ def _tuple_ids(space: _core.TupleSpace, tuples) -> np.ndarray:
     return np.asarray(ids, dtype=np.int64)
 
 
-def _construct(levels, t, start, rng, oracle):
-    """Candidate constructions; the smallest complete one wins (exact ones first on ties)."""
+def _construct(levels, t, start, rng, oracle, lower_bound=None):
+    """Candidate constructions; the smallest complete one wins (exact ones first on ties).
+    An exact construction that meets ``lower_bound`` is returned without running the greedy."""
     k = len(levels)
     candidates = []
     if oracle is None and len(start) == 0:
         top = int(levels.max())
         if t == 2 and top <= 2 and k >= 2:
             candidates.append((_pad(_core.kleitman_spencer(k), levels), "kleitman-spencer"))
-        p = top
-        while not _core.is_prime(p):
-            p += 1
-        if p >= 2 and t <= p and k <= p + 1 and p**t <= 4 * math.prod(sorted(levels.tolist())[-t:]):
-            candidates.append((_pad(_core.bush_orthogonal_array(p, t, k), levels), f"orthogonal-array(p={p})"))
+        q = max(top, 2)
+        while not _core.prime_power(q):
+            q += 1
+        # 4x the product bound: past that the padded array is far from optimal and the greedy
+        # wins anyway (and q^t rows would cost time to prune).
+        if t <= q and k <= q + 1 and q**t <= 4 * math.prod(sorted(levels.tolist())[-t:]):
+            candidates.append((_pad(_core.bush_orthogonal_array(q, t, k), levels), f"orthogonal-array(q={q})"))
+    for rows, method in candidates:
+        if lower_bound is not None and len(rows) == lower_bound and (levels == levels.max()).all():
+            return rows, [], method
     greedy, infeasible = _core.ipog(
         levels, t, start, rng, oracle, feasible=_feasibility(oracle) if oracle is not None else None
     )
@@ -880,6 +900,17 @@ def extend_array(
                     f"extend_array: the old value {value!r} of factor {name!r} is missing; values can be added, not removed"
                 )
     old_rows = array.to_dicts()
+    if constraints is not None:
+        oracle = _compile_constraints(constraints, named)
+        for i, row in enumerate(old_rows):
+            partial = np.full(len(named), _core.DONT_CARE, dtype=np.int64)
+            for name, value in row.items():
+                partial[list(named).index(name)] = _level_of(named, name, value, f"old row {i}")[1]
+            if oracle is not None and not oracle.completable(partial):
+                raise ConfigError(
+                    f"extend_array: old row {i} = {row!r} violates the new constraints; an extension never "
+                    "rewrites old rows, so build a new array (tk.covering_array) instead"
+                )
     grown = covering_array(
         named,
         array.strength,

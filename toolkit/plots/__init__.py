@@ -11,6 +11,7 @@ from toolkit.plots._style import PALETTE, enable_notebook_display, export_figure
 from toolkit.plots.statistics import *  # noqa: F401,F403
 from toolkit.plots.whatif import *  # noqa: F401,F403
 from toolkit.plots.coverage import *  # noqa: F401,F403
+from toolkit.plots.faults import *  # noqa: F401,F403
 
 # ----------------------------------------------------------------------------------------
 

@@ -1,0 +1,232 @@
+"""run_rollout: the row it returns, lost rollouts, timeouts, user and world wiring."""
+
+import hashlib
+import json
+import math
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from scipy import stats
+
+import toolkit as tk
+
+TOOLS = [
+    {"type": "function", "function": {"name": "get_order", "description": "Look up an order by id",
+     "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]}}},
+]  # fmt: skip
+HUMAN = {"name": "ask_customer", "description": "Ask the customer", "kind": "human",
+         "parameters": {"type": "object", "properties": {"question": {"type": "string"}}, "required": ["question"]}}  # fmt: skip
+PROMPT = "Where is my order ORD-1234?"
+
+
+def _call(name, arguments):
+    return {"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": name, "arguments": arguments}}]}
+
+
+def honest(messages, tools):
+    if messages[-1]["role"] == "tool":
+        return {"role": "assistant", "content": "Your order status: " + json.loads(messages[-1]["content"])["status"]}
+    return _call("get_order", json.dumps({"order_id": "ORD-1234"}))
+
+
+def test_row_fields_and_schema():
+    system = "You are a careful support agent. Never guess."
+    row = tk.run_rollout(tk.chat_agent(honest), PROMPT, tools=TOOLS, system_prompt=system, user=False, sampling={"temperature": 0.7, "model": "mine"})
+    tk.validate_row(row)
+    assert row["schema_version"] == "1" and row["prompt"] == PROMPT
+    assert row["steps"][0]["tool"] == "get_order" and row["steps"][0]["result"]["status"] == "ok"
+    assert row["steps"][-1] == {"text": row["final_text"]}
+    assert row["ended_by"] == "agent_done" and row["faults"] == []
+    assert row["messages"] == tk.messages_from_steps(PROMPT, row["steps"], system)
+    sha = hashlib.sha256(system.encode()).hexdigest()[:16]
+    assert row["policy_version"] == f"mine@{sha}"
+    assert row["lineage"] == {"system_prompt_sha": sha, "system_prompt_head": system[:120], "system_prompt_chars": len(system)}
+    assert row["sampling"] == {"temperature": 0.7, "model": "mine"}
+    assert row["timing"]["seconds"] >= row["timing"]["agent_seconds"] >= 0
+    assert "seeded" not in row  # only agents that plant mistakes report a truth list
+
+
+@pytest.mark.parametrize(
+    "reply, reason",
+    [
+        (["not", "a", "dict"], "bad_reply"),
+        (_call("get_order", "{not json"), "bad_tool_arguments"),
+        (_call("get_order", "[1, 2]"), "bad_tool_arguments"),
+        ({"role": "assistant", "content": "<tool_call>{\"name\": \"get_order\"}</tool_call>"}, "tool_markup"),
+        ({"role": "assistant", "content": "   "}, "empty_reply"),
+        ({"role": "assistant", "content": None, "tool_calls": []}, "empty_reply"),
+        ({"role": "assistant", "content": "<agent error: crashed>"}, "agent_error"),
+    ],
+)
+def test_garbage_from_an_agent_is_a_lost_rollout_never_a_crash(reply, reason):
+    row = tk.run_rollout(tk.chat_agent(lambda m, t: reply), PROMPT, tools=TOOLS, user=False)
+    assert row["ended_by"] == "lost" and row["lost_reason"] == reason and row["lost_detail"]
+    tk.validate_row(row)
+    with pytest.raises(tk.LostRollout) as caught:
+        tk.run_rollout(tk.chat_agent(lambda m, t: reply), PROMPT, tools=TOOLS, user=False, on_lost="raise")
+    assert caught.value.reason == reason and caught.value.row["ended_by"] == "lost"
+
+
+def test_raising_agent_is_lost_with_the_exception_kept():
+    def broken(messages, tools):
+        raise RuntimeError("model fell over")
+
+    row = tk.run_rollout(broken, PROMPT, tools=TOOLS, user=False)
+    assert row["lost_reason"] == "agent_error" and "model fell over" in row["lost_detail"]
+    with pytest.raises(tk.LostRollout) as caught:
+        tk.run_rollout(broken, PROMPT, tools=TOOLS, user=False, on_lost="raise")
+    assert isinstance(caught.value.exception, RuntimeError)
+
+
+def test_hanging_agent_is_abandoned_after_timeout():
+    release = threading.Event()
+
+    def hangs(messages, tools):
+        release.wait(10)
+        return {"role": "assistant", "content": "late"}
+
+    began = time.perf_counter()
+    row = tk.run_rollout(hangs, PROMPT, tools=TOOLS, user=False, timeout=0.3)
+    assert time.perf_counter() - began < 3
+    assert row["ended_by"] == "lost" and row["lost_reason"] == "timeout"
+    release.set()
+
+
+def test_message_shaped_agent_is_single_turn():
+    def single(message):
+        return {"steps": [{"tool": "get_order", "arguments": {"order_id": "X1"}, "result": {"status": "ok"}}], "final_text": f"Checked: {message}"}
+
+    row = tk.run_rollout(single, PROMPT, tools=TOOLS)
+    assert row["final_text"] == f"Checked: {PROMPT}" and row["steps"][-1] == {"text": row["final_text"]}
+    assert "user_model" not in row and not any("user" in s for s in row["steps"])
+    lost = tk.run_rollout(lambda message: {"steps": [], "final_text": ""}, PROMPT)
+    assert lost["lost_reason"] == "empty_reply"
+    assert tk.run_rollout(lambda message: "text", PROMPT)["lost_reason"] == "bad_reply"
+    odd_step = tk.run_rollout(lambda message: {"steps": [{"thought": "hm"}], "final_text": "ok"}, PROMPT)
+    assert odd_step["lost_reason"] == "bad_reply" and "steps" in odd_step["lost_detail"]
+    double_encoded = {"steps": [{"tool": "get_order", "arguments": '{"order_id": "X1"}', "result": {}}], "final_text": "ok"}
+    assert tk.run_rollout(lambda message: double_encoded, PROMPT)["lost_reason"] == "bad_reply"
+
+
+def test_shape_detection_never_guesses():
+    assert tk.agent_shape(lambda m, t: None) == "chat"
+    assert tk.agent_shape(lambda message: None) == "message"
+    with pytest.raises(tk.AgentShapeError, match="chat_agent"):
+        tk.agent_shape(lambda *args: None)
+    with pytest.raises(tk.AgentShapeError):
+        tk.agent_shape(lambda message, tools=None: None)
+    with pytest.raises(tk.AgentShapeError):
+        tk.run_rollout(lambda message, tools=None, extra=None: None, PROMPT)
+    assert tk.agent_shape(tk.chat_agent(lambda *args: None)) == "chat"
+    assert tk.agent_shape(tk.message_agent(lambda m, t=None: None)) == "message"
+
+
+def test_situation_faults_ledger_and_fault_rate():
+    situation = {"tool": "get_order", "stance": "hurried", "tool_condition": "timeout", "world_state": "exists"}
+    broken = tk.run_rollout(tk.chat_agent(honest), PROMPT, tools=TOOLS, situation=situation, fault_rate=1.0, user=False)
+    assert broken["faults"] and broken["faults"][0]["mode"] == "timeout" and broken["faults"][0]["tool"] == "get_order"
+    assert broken["steps"][0]["result"]["status"] == "timeout"
+    assert broken["scenario_dimensions"] == situation and broken["scenario_id"]
+    assert broken["world_state"] == "exists"
+    clean = tk.run_rollout(tk.chat_agent(honest), PROMPT, tools=TOOLS, situation=situation, fault_rate=0.0, user=False)
+    assert clean["faults"] == [] and clean["steps"][0]["result"]["status"] == "ok"
+
+
+def test_execute_world_sees_the_current_rollout():
+    seen = []
+
+    def execute(tool, arguments):
+        context = tk.current_rollout()
+        seen.append((context.prompt, context.rollout_index))
+        return {"status": "ok", "mine": True}
+
+    row = tk.run_rollout(tk.chat_agent(honest), PROMPT, tools=TOOLS, world=execute, rollout_index=7, user=False)
+    assert seen == [(PROMPT, 7)] and row["steps"][0]["result"] == {"status": "ok", "mine": True}
+
+
+def test_user_follow_ups_and_turn_cap():
+    asker = tk.chat_agent(lambda messages, tools: {"role": "assistant", "content": "Which order id do you mean?"})
+    row = tk.run_rollout(asker, "Check my order", tools=TOOLS, patience="endless", avg_turns=8)
+    users = [s for s in row["steps"] if "user" in s]
+    assert len(users) == 8 // 2 - 1  # the opener counts as one of the person's turns
+    assert row["ended_by"] == "turn_cap" and row["user_model"] == "template"
+    capped = tk.run_rollout(asker, "Check my order", tools=TOOLS, patience="endless", avg_turns=40, max_turns=3)
+    assert capped["ended_by"] == "turn_cap" and sum("text" in s for s in capped["steps"]) == 3
+
+
+def test_walk_away_rate_through_run_rollout():
+    asker = tk.chat_agent(lambda messages, tools: {"role": "assistant", "content": "Which order id do you mean?"})
+    n = 600
+    left_at_second = 0
+    for index in range(n):
+        row = tk.run_rollout(asker, "Check my order", tools=TOOLS, patience="short", avg_turns=40, max_turns=2, rollout_index=index, timeout=None)
+        left_at_second += row["ended_by"] == "user_left"
+        if row["ended_by"] == "user_left":
+            assert row["final_text"].endswith("?")  # a left row ends on the agent's question
+    assert stats.binomtest(left_at_second, n, 0.60).pvalue > 1e-3
+
+
+def test_human_tool_goes_to_the_person():
+    def asks_human(messages, tools):
+        if messages[-1]["role"] == "tool":
+            return {"role": "assistant", "content": "Thanks, noted: " + json.loads(messages[-1]["content"])["answer"]}
+        return _call("ask_customer", json.dumps({"question": "Which order id?"}))
+
+    row = tk.run_rollout(asks_human, "Check my order", tools=TOOLS + [HUMAN], patience="endless")
+    assert row["steps"][0]["tool"] == "ask_customer" and row["steps"][0]["result"]["status"] == "answered"
+    assert row["faults"] == []
+
+
+def test_usage_from_a_callable_is_summed_in_either_naming():
+    def with_usage(messages, tools):
+        reply = honest(messages, tools)
+        if messages[-1]["role"] == "tool":
+            return {**reply, "usage": {"prompt_tokens": 30, "completion_tokens": 7}}
+        return {**reply, "usage": {"input_tokens": 20, "output_tokens": 5}}
+
+    row = tk.run_rollout(with_usage, PROMPT, tools=TOOLS, user=False)
+    assert row["usage"] == {"input_tokens": 50, "output_tokens": 12}
+    assert row["steps"][0]["input_tokens"] == 20 and row["steps"][1]["output_tokens"] == 7
+
+
+def test_logprobs_from_a_callable_without_them_say_so():
+    row = tk.run_rollout(tk.chat_agent(honest), PROMPT, tools=TOOLS, user=False, logprobs=True)
+    assert row["logprob"] is None and "no log-probability" in row["logprob_note"]
+
+
+def test_seeded_agent_rollouts_are_reproducible_and_thread_independent():
+    agent = tk.seeded_agent(TOOLS, rate=0.5, seed=4)
+    situation = {"stance": "unsure", "tool_condition": "stale"}
+
+    def one(index):
+        row = tk.run_rollout(agent, PROMPT, situation=situation, fault_rate=0.5, rollout_index=index, logprobs=True)
+        return {k: row[k] for k in ("steps", "final_text", "ended_by", "faults", "seeded", "logprob")}
+
+    sequential = [one(i) for i in range(12)]
+    with ThreadPoolExecutor(4) as pool:
+        threaded = list(pool.map(one, range(12)))
+    assert sequential == threaded
+    assert len({json.dumps(r["steps"]) for r in sequential}) > 1  # repeats differ
+    for row in sequential:
+        assert math.isfinite(row["logprob"])
+
+
+def test_privileged_reaches_the_seeded_leak_and_is_scrubbed_on_write(tmp_path):
+    agent = tk.seeded_agent(TOOLS, rate=1.0, behaviors=["leak"])
+    row = tk.run_rollout(agent, PROMPT, user=False, privileged={"reference": "shipped on Monday"})
+    assert row["seeded"] == ["leak"] and "shipped on Monday" in row["final_text"]
+    assert "privileged" in row
+    path = tmp_path / "rows.jsonl"
+    tk.save_rows([row], path)
+    assert "privileged" not in path.read_text()
+
+
+def test_bad_options_are_refused():
+    with pytest.raises(tk.ConfigError, match="max_turns"):
+        tk.run_rollout(honest, PROMPT, max_turns=0)
+    with pytest.raises(tk.ConfigError, match="on_lost"):
+        tk.run_rollout(honest, PROMPT, on_lost="ignore")
+    with pytest.raises(tk.ConfigError, match="prompt"):
+        tk.run_rollout(honest, "")

@@ -1,0 +1,268 @@
+"""The seeded policy: known probabilities, exact scoring, exact KL, planted mistakes."""
+
+import json
+import math
+from collections import Counter
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+from scipy import stats
+
+import toolkit as tk
+
+TOOLS = [
+    {"type": "function", "function": {"name": "get_order", "description": "Look up an order by id",
+     "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]}}},
+    {"type": "function", "function": {"name": "refund_payment", "description": "Refund a payment",
+     "parameters": {"type": "object", "properties": {"payment_id": {"type": "string"}}, "required": ["payment_id"]}}},
+]  # fmt: skip
+PROMPT = "Please check my order ORD-1234 and P-77"
+
+
+def _world():
+    return tk.World(TOOLS, seed=0)
+
+
+def _after_fault(status="timeout"):
+    return [
+        {"role": "user", "content": PROMPT},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c0", "type": "function", "function": {"name": "get_order", "arguments": '{"order_id": "ORD-1234"}'}}]},
+        {"role": "tool", "tool_call_id": "c0", "content": '{"status": "%s", "error": "request timed out"}' % status},
+    ]
+
+
+def test_act_turn_probabilities_match_the_stated_weights():
+    # Independent arithmetic from the documented weights: action call 8 vs answer 0.5 (a tool
+    # matched), tool matched 8 vs other 1, value newest-first 6 / 2 (two ids), at T = 1.
+    agent = tk.seeded_agent(TOOLS)
+    outcomes = agent.distribution([{"role": "user", "content": PROMPT}])
+    by_call = {o.message["tool_calls"][0]["function"]["arguments"] + o.message["tool_calls"][0]["function"]["name"]: o.probability
+               for o in outcomes if o.message.get("tool_calls")}
+    p_call = 8 / 8.5
+    assert by_call['{"order_id": "ORD-1234"}get_order'] == pytest.approx(p_call * 8 / 9 * 6 / 8)
+    assert by_call['{"order_id": "P-77"}get_order'] == pytest.approx(p_call * 8 / 9 * 2 / 8)
+    assert by_call['{"payment_id": "ORD-1234"}refund_payment'] == pytest.approx(p_call * 1 / 9 * 6 / 8)
+    answers = sorted(o.probability for o in outcomes if not o.message.get("tool_calls"))
+    assert answers == pytest.approx(sorted(0.5 / 8.5 * w / 6 for w in (3, 2, 1)))
+    assert math.fsum(o.probability for o in outcomes) == pytest.approx(1.0, abs=1e-12)
+
+
+@given(st.floats(min_value=0.2, max_value=5.0))
+def test_temperature_reshapes_every_choice_as_a_power_of_the_weights(temperature):
+    agent = tk.seeded_agent(TOOLS, temperature=temperature)
+    outcomes = agent.distribution([{"role": "user", "content": PROMPT}])
+    probability = {o.text or o.message["tool_calls"][0]["function"]["name"] + o.message["tool_calls"][0]["function"]["arguments"]: o.probability for o in outcomes}
+
+    def softmax(weights):
+        powered = np.array(weights, dtype=float) ** (1 / temperature)
+        return powered / powered.sum()
+
+    p_call = softmax([8, 0.5])[0]
+    p_tool = softmax([8, 1])[0]
+    p_value = softmax([6, 2])[0]
+    assert probability['get_order{"order_id": "ORD-1234"}'] == pytest.approx(p_call * p_tool * p_value, rel=1e-9)
+    assert math.fsum(probability.values()) == pytest.approx(1.0)
+
+
+def test_greedy_temperature_is_deterministic():
+    agent = tk.seeded_agent(TOOLS, temperature=0, rate=0.2)
+    outcomes = agent.distribution([{"role": "user", "content": PROMPT}])
+    assert len(outcomes) == 1 and outcomes[0].probability == 1.0
+
+
+def test_sampled_outputs_follow_the_distribution_chi_square():
+    agent = tk.seeded_agent(TOOLS)
+    context = _after_fault()
+    outcomes = agent.distribution(context)
+    n = 3000
+    counts = Counter()
+    for index in range(n):
+        reply = _sample(agent, context, index)
+        counts[tk.agents.seeded.SeededAgent._key(reply.get("content"), [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in reply.get("tool_calls", [])])] += 1
+    keys = [tk.agents.seeded.SeededAgent._key(o.message.get("content"), [(c["function"]["name"], json.loads(c["function"]["arguments"])) for c in o.message.get("tool_calls", [])]) for o in outcomes]
+    expected = np.array([o.probability for o in outcomes]) * n
+    observed = np.array([counts[k] for k in keys])
+    assert observed.sum() == n  # nothing sampled outside the enumerated support
+    # Pool the rare outcomes so every expected count is >= 5 (chi-square validity).
+    order = np.argsort(expected)
+    small = order[np.cumsum(expected[order]) < 25]
+    big = np.setdiff1d(np.arange(len(expected)), small)
+    exp, obs = expected[big], observed[big]
+    if len(small):
+        exp, obs = np.append(exp, expected[small].sum()), np.append(obs, observed[small].sum())
+    assert stats.chisquare(obs, exp).pvalue > 1e-4
+
+
+def _sample(agent, messages, index):
+    from toolkit.agents._protocol import TurnContext, _turn_context
+
+    token = _turn_context.set(TurnContext(prompt=PROMPT, rollout_index=index))
+    try:
+        return agent(messages, TOOLS)
+    finally:
+        _turn_context.reset(token)
+
+
+def test_recorded_logprob_equals_score_and_tokens_sum_to_it():
+    agent = tk.seeded_agent(TOOLS)
+    for index in range(40):
+        row = tk.run_rollout(agent, PROMPT, rollout_index=index, logprobs="tokens", user=False, timeout=None)
+        turns = [s for s in row["steps"] if "logprob" in s]
+        assert agent.score(row) == pytest.approx([s["logprob"] for s in turns])
+        assert row["logprob"] == pytest.approx(math.fsum(s["logprob"] for s in turns))
+        for step in turns:
+            assert len(step["tokens"]) == step["n_tokens"]
+            assert math.fsum(t["logprob"] for t in step["tokens"]) == pytest.approx(step["logprob"])
+        assert row["n_tokens"] == sum(s["n_tokens"] for s in turns)
+
+
+def test_score_gives_minus_infinity_for_an_output_the_policy_cannot_make():
+    agent = tk.seeded_agent(TOOLS)
+    row = {"prompt": PROMPT, "steps": [{"text": "Something no template says."}], "final_text": "x"}
+    assert agent.score(row) == [float("-inf")]
+
+
+def test_exact_kl_one_turn_matches_scipy_entropy():
+    a = tk.seeded_agent(TOOLS, rate=0.35)
+    b = tk.seeded_agent(TOOLS, rate=0.1, temperature=1.7)
+    context = _after_fault()
+    pa = {o.text or str(o.message): o.probability for o in a.distribution(context)}
+    pb = {o.text or str(o.message): o.probability for o in b.distribution(context)}
+    keys = sorted(pa)
+    reference = stats.entropy([pa[k] for k in keys], [pb[k] for k in keys])
+    result = tk.exact_kl(a, b, context)
+    assert result.kl == pytest.approx(reference, rel=1e-10)
+    expected_tokens = sum(o.probability * o.n_tokens for o in a.distribution(context))
+    assert result.kl_per_token == pytest.approx(reference / expected_tokens)
+    assert tk.exact_kl(a, a, context).kl == pytest.approx(0.0, abs=1e-12)
+
+
+def test_kl_is_infinite_with_a_note_when_support_differs():
+    a = tk.seeded_agent(TOOLS, rate=0.3)
+    b = tk.seeded_agent(TOOLS, rate=0.0)
+    result = tk.exact_kl(a, b, _after_fault())
+    assert result.kl is None and "infinite" in result.note
+
+
+def test_sampled_kl_estimator_converges_to_exact_rollout_kl():
+    a = tk.seeded_agent(TOOLS, rate=0.35)
+    b = tk.seeded_agent(TOOLS, rate=0.15, temperature=1.5)
+    exact = tk.exact_kl(a, b, prompt=PROMPT, world_factory=_world)
+    rows = [tk.run_rollout(a, PROMPT, world=_world(), rollout_index=i, user=False, logprobs=True, timeout=None) for i in range(1200)]
+    diffs = np.array([r["logprob"] - b.score_total(r) for r in rows])
+    standard_error = diffs.std(ddof=1) / math.sqrt(len(diffs))
+    assert abs(diffs.mean() - exact.kl) < 4 * standard_error
+    per_token = diffs.sum() / sum(r["n_tokens"] for r in rows)
+    assert per_token == pytest.approx(exact.kl_per_token, rel=0.35)
+    assert exact.expected_tokens == pytest.approx(np.mean([r["n_tokens"] for r in rows]), rel=0.05)
+
+
+def test_later_reports_keep_the_first_reports_conduct():
+    agent = tk.seeded_agent(TOOLS, rate=0.5)
+    first = _after_fault("timeout")
+    for outcome in agent.distribution(first):
+        if outcome.message.get("tool_calls"):
+            continue  # a retry, not a report
+        later = first + [{"role": "assistant", "content": outcome.text}, {"role": "user", "content": "Check ORD-1234 again"},
+                         {"role": "assistant", "content": None, "tool_calls": [{"id": "c2", "type": "function", "function": {"name": "get_order", "arguments": '{"order_id": "ORD-1234"}'}}]},
+                         {"role": "tool", "tool_call_id": "c2", "content": '{"status": "permission_denied"}'}]
+        kinds = {tuple(o.seeded) for o in agent.distribution(later) if not o.message.get("tool_calls")}
+        assert kinds == {tuple(outcome.seeded)}
+
+
+def test_mistake_rate_per_rollout_is_binomial_at_rate():
+    agent = tk.seeded_agent(TOOLS, rate=0.35)
+    n = 800
+    planted = 0
+    for index in range(n):
+        reply = _sample(agent, _after_fault("permission_denied"), index)
+        planted += bool(reply["seeded"])
+    assert stats.binomtest(planted, n, 0.35).pvalue > 1e-3
+
+
+def test_ignore_fault_only_after_a_fault_and_leak_only_with_privileged():
+    agent = tk.seeded_agent(TOOLS, rate=1.0)
+    success = _after_fault("ok")
+    kinds_success = {s for o in agent.distribution(success) for s in o.seeded}
+    assert "ignore_fault" not in kinds_success and "leak" not in kinds_success
+    kinds_fault = {s for o in agent.distribution(_after_fault()) for s in o.seeded}
+    assert "ignore_fault" in kinds_fault
+    with_reference = agent.distribution(success, privileged={"reference": "the order shipped"})
+    leaks = [o for o in with_reference if "leak" in o.seeded]
+    assert leaks and all("the order shipped" in o.text for o in leaks)
+
+
+def test_behaviors_filter_and_unknown_behavior_did_you_mean():
+    agent = tk.seeded_agent(TOOLS, rate=1.0, behaviors=["apology"])
+    assert {s for o in agent.distribution(_after_fault()) for s in o.seeded} == {"apology"}
+    with pytest.raises(tk.ConfigError, match="sycophancy"):
+        tk.seeded_agent(TOOLS, behaviors=["sycophansy"])
+    with pytest.raises(tk.ConfigError, match="rate"):
+        tk.seeded_agent(TOOLS, rate=1.5)
+
+
+def test_planted_mistakes_reach_the_row_seeded_list():
+    agent = tk.seeded_agent(TOOLS, rate=1.0, behaviors=["boilerplate"])
+    row = tk.run_rollout(agent, PROMPT, user=False, timeout=None)
+    assert row["seeded"] == ["boilerplate"]
+    assert "Let me know if there is anything else" in row["final_text"]
+    honest = tk.run_rollout(tk.seeded_agent(TOOLS, rate=0.0), PROMPT, user=False, timeout=None)
+    assert honest["seeded"] == []
+
+
+def test_message_shape_call_runs_the_exchange():
+    agent = tk.seeded_agent(TOOLS, seed=3)
+    result = agent("Where is my order ORD-1234?")
+    assert set(result) == {"steps", "final_text", "seeded"}
+    assert result["final_text"] and result["steps"][-1]["text"] == result["final_text"]
+    assert result == agent("Where is my order ORD-1234?")  # deterministic per seed
+
+
+def test_asks_for_an_id_when_none_is_given_and_uses_the_answer():
+    agent = tk.seeded_agent(TOOLS)
+    outcomes = agent.distribution([{"role": "user", "content": "Please check my order"}])
+    asks = [o for o in outcomes if o.text.endswith("?")]
+    assert asks and math.fsum(o.probability for o in asks) > 0.3
+    answered = [{"role": "user", "content": "Please check my order"}, {"role": "assistant", "content": asks[0].text},
+                {"role": "user", "content": "It is ORD-5555."}]
+    calls = [o for o in agent.distribution(answered) if o.message.get("tool_calls")]
+    assert all("ORD-5555" in o.message["tool_calls"][0]["function"]["arguments"] for o in calls)
+
+
+HUMAN = {"name": "ask_customer", "description": "Ask the customer a question", "kind": "human",
+         "parameters": {"type": "object", "properties": {"question": {"type": "string"}}, "required": ["question"]}}  # fmt: skip
+
+
+def test_asks_through_a_human_tool_and_scores_that_rollout_exactly():
+    agent = tk.seeded_agent(TOOLS + [HUMAN], rate=0.0)
+    asks = [o for o in agent.distribution([{"role": "user", "content": "Please check my order"}])
+            if o.message.get("tool_calls") and o.message["tool_calls"][0]["function"]["name"] == "ask_customer"]
+    assert asks and all(o.probability > 0 for o in asks)
+    for index in range(30):
+        row = tk.run_rollout(agent, "Please check my order", rollout_index=index, patience="endless", avg_turns=6, logprobs=True)
+        if row["steps"][0]["tool"] != "ask_customer":
+            continue
+        assert row["steps"][0]["result"]["status"] == "answered"
+        assert row["steps"][1].get("tool") in ("get_order", "refund_payment", None) or "text" in row["steps"][1]
+        assert agent.score_total(row) == pytest.approx(row["logprob"])
+        break
+    else:
+        pytest.fail("no rollout asked through the human tool")
+
+
+@given(
+    prompt=st.sampled_from(["Please check my order ORD-1234", "refund P-77 now", "hello there", "order 12345 and 67890 and X9Y"]),
+    rate=st.floats(min_value=0.0, max_value=1.0),
+    temperature=st.floats(min_value=0.3, max_value=3.0),
+    status=st.sampled_from(["ok", "timeout", "not_found", "rate_limited", "permission_denied"]),
+)
+def test_distribution_is_normalised_and_scores_agree(prompt, rate, temperature, status):
+    agent = tk.seeded_agent(TOOLS, rate=rate, temperature=temperature)
+    for context in ([{"role": "user", "content": prompt}], _after_fault(status)):
+        outcomes = agent.distribution(context, privileged={"reference": "r"})
+        assert math.fsum(o.probability for o in outcomes) == pytest.approx(1.0, abs=1e-9)
+        for outcome in outcomes[:5]:
+            scored = agent.score(context + [outcome.message], privileged={"reference": "r"})[-1]
+            assert scored == pytest.approx(outcome.logprob)

@@ -1,0 +1,454 @@
+"""Model backends: ``openai:``, ``vllm:``, ``ollama:`` and ``anthropic:`` specs through the official SDKs.
+
+``tk.model_agent("openai:gpt-4o-mini")`` returns a chat-shaped agent
+``agent(messages, tools) -> assistant message`` that rollouts drive. Specs:
+
+* ``openai:<model>``: the OpenAI API (key ``OPENAI_API_KEY``; ``OPENAI_BASE_URL`` or
+  ``base_url=`` for any compatible server);
+* ``vllm:<model>@<base_url>``: a vLLM OpenAI-compatible server (key ``VLLM_API_KEY`` if set,
+  else the placeholder vLLM ignores);
+* ``ollama:<model>[@<url>]``: Ollama's OpenAI-compatible endpoint (default
+  ``http://localhost:11434/v1``);
+* ``anthropic:<model>``: the Anthropic Messages API (key ``ANTHROPIC_API_KEY``).
+
+Each reply carries what the row needs: ``usage`` (input/output tokens), ``finish_reason`` and
+``truncated`` (cut at ``max_tokens``), ``sampling`` as resolved (temperature, max_tokens,
+model as the server named it, top_p and seed when sent), ``model``, and with logprobs
+(``logprobs=True`` here or ``run_rollout(logprobs=...)``) the summed ``logprob`` of the
+generated tokens the server scored, their count ``n_tokens`` and the per-token ``tokens`` list.
+The Anthropic API returns no log-probabilities; rows then say so (``logprob_note``).
+
+Retries. The SDKs' own retries are switched off (``max_retries=0``) and replaced by ours, so
+that the schedule is bounded, seeded and recorded: on HTTP 429, 5xx or a dropped connection we
+wait ``min(cap, base * 2**attempt)`` scaled by a jitter factor in [0.5, 1) drawn from
+``stable_uniform(seed, spec, attempt)``, or the server's ``Retry-After`` when it is longer (up
+to the cap), at most ``max_retries`` times, then raise :class:`BackendError` with the status and
+the number of retries. A completion that exceeds ``timeout`` is not retried: a slow reply
+retried at a flat timeout is how the reference "re-rolled forever" (pain list #470); the
+rollout records it as lost (``timeout``) and the engine decides.
+
+Where we differ from the reference: a misspelled prefix fails at construction with the
+nearest valid prefix (the reference failed on the first call, pain list §9 item 15), and a
+missing key names its environment variable before any request is made.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from toolkit._errors import ConfigError, ToolkitError, unknown_name_message
+from toolkit._hashing import stable_uniform
+from toolkit._results import Result
+from toolkit.agents._protocol import current_turn
+
+__all__ = ["MODEL_SPEC_PREFIXES", "ModelSpec", "parse_model_spec", "BackendError", "ModelAgent", "PromptLogprobs", "model_agent", "default_timeout"]
+
+MODEL_SPEC_PREFIXES = ("openai", "vllm", "ollama", "anthropic")
+_OLLAMA_URL = "http://localhost:11434/v1"
+# The reply budget of reference §10 item 30 (300 s timeout at 768 tokens).
+DEFAULT_MAX_TOKENS = 768
+# OpenAI's documented default temperature; sent explicitly so the row records it (Anthropic:
+# sent only when given, since the current SDK takes no sampling keywords).
+DEFAULT_TEMPERATURE = 1.0
+
+
+def default_timeout(max_tokens: int) -> float:
+    """Seconds per completion for a reply budget: max(300, max_tokens / 4).
+
+    Fitted to the reference's two stated points (§10 item 30: 300 s at 768 tokens, 1024 s at
+    4096): a quarter second per token of budget, never under 300 s. A long reply budget needs
+    more time, and a flat 300 s re-rolled long replies forever (pain list #470).
+    """
+    return max(300.0, max_tokens / 4)
+
+
+class BackendError(ToolkitError):
+    """A model call failed: ``.status`` (HTTP status, "timeout" or "connection"), ``.retries``."""
+
+    def __init__(self, message: str, status: Any = None, retries: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retries = retries
+
+
+@dataclass(frozen=True)
+class ModelSpec(Result):
+    provider: str
+    model: str
+    base_url: str | None = None
+
+    def __str__(self) -> str:
+        return f"{self.provider}:{self.model}" + (f"@{self.base_url}" if self.base_url else "")
+
+
+def parse_model_spec(spec: str) -> ModelSpec:
+    """Split ``"<provider>:<model>[@<base_url>]"``; an unknown provider raises with did-you-mean."""
+    if not isinstance(spec, str) or ":" not in spec:
+        raise ConfigError(
+            f"a model spec looks like 'openai:<model>', 'vllm:<model>@<base_url>', 'ollama:<model>[@<url>]' or 'anthropic:<model>'; got {spec!r}"
+        )
+    provider, rest = spec.split(":", 1)
+    if provider not in MODEL_SPEC_PREFIXES:
+        raise ConfigError(unknown_name_message("model spec prefix", provider, MODEL_SPEC_PREFIXES))
+    base_url = None
+    if provider in ("vllm", "ollama") and "@" in rest:
+        rest, base_url = rest.rsplit("@", 1)
+        if not base_url.startswith(("http://", "https://")):
+            raise ConfigError(f"{provider} spec {spec!r}: the part after '@' must be an http(s) URL; got {base_url!r}")
+    if not rest:
+        raise ConfigError(f"model spec {spec!r} names no model after '{provider}:'")
+    if provider == "vllm" and base_url is None:
+        raise ConfigError(f"vllm spec {spec!r} needs the server: 'vllm:<model>@http://host:8000/v1'")
+    if provider == "ollama" and base_url is None:
+        base_url = _OLLAMA_URL
+    return ModelSpec(provider, rest, base_url)
+
+
+@dataclass(frozen=True)
+class PromptLogprobs(Result):
+    """Log-probability of an existing completion under a model (prompt logprobs)."""
+
+    logprob: float
+    n_tokens: int
+    tokens: list
+    model: str
+
+    def __str__(self) -> str:
+        return f"logprob {self.logprob:.4f} over {self.n_tokens} tokens under {self.model}"
+
+
+def _status_of(error: Exception) -> Any:
+    return getattr(error, "status_code", None) or getattr(getattr(error, "response", None), "status_code", None)
+
+
+def _retry_after(error: Exception) -> float | None:
+    response = getattr(error, "response", None)
+    headers = getattr(response, "headers", None) or {}
+    value = headers.get("retry-after") if hasattr(headers, "get") else None
+    try:
+        return float(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+class ModelAgent:
+    """A chat-shaped agent backed by a model API. Build with :func:`model_agent`."""
+
+    agent_shape = "chat"
+    accepts_sampling = True  # __call__ takes temperature= / max_tokens= overrides (the user model uses them)
+
+    def __init__(
+        self,
+        spec: str,
+        *,
+        temperature: float | None = None,
+        max_tokens: int = DEFAULT_MAX_TOKENS,
+        top_p: float | None = None,
+        timeout: float | None = None,
+        max_retries: int = 3,
+        backoff: tuple[float, float] = (0.5, 8.0),
+        seed: int = 0,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        logprobs: bool | str = False,
+    ) -> None:
+        self.spec = parse_model_spec(spec)
+        self.model = self.spec.model
+        self._temperature_given = temperature is not None
+        self.temperature = DEFAULT_TEMPERATURE if temperature is None else temperature
+        if isinstance(self.temperature, bool) or not isinstance(self.temperature, (int, float)) or not 0 <= self.temperature <= 2:
+            raise ConfigError(f"temperature must be a number in [0, 2]; got {temperature!r}")
+        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int) or max_tokens < 1:
+            raise ConfigError(f"max_tokens must be a positive integer; got {max_tokens!r}")
+        if timeout is None:
+            timeout = default_timeout(max_tokens if isinstance(max_tokens, int) else DEFAULT_MAX_TOKENS)
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or timeout <= 0:
+            raise ConfigError(f"timeout must be a number of seconds > 0; got {timeout!r}")
+        if isinstance(max_retries, bool) or not isinstance(max_retries, int) or not 0 <= max_retries <= 10:
+            raise ConfigError(f"max_retries must be an integer in [0, 10]; got {max_retries!r}")
+        if len(backoff) != 2 or not 0 <= backoff[0] <= backoff[1]:
+            raise ConfigError(f"backoff must be (base_seconds, cap_seconds) with 0 <= base <= cap; got {backoff!r}")
+        if logprobs not in (False, True, "tokens"):
+            raise ConfigError(f"logprobs must be False, True or 'tokens'; got {logprobs!r}")
+        if logprobs and self.spec.provider == "anthropic":
+            raise ConfigError("logprobs: the Anthropic Messages API returns no log-probabilities; use an openai:/vllm: spec")
+        self.max_tokens = max_tokens
+        self.top_p = top_p
+        self.timeout = float(timeout)
+        self.max_retries = max_retries
+        self.backoff = (float(backoff[0]), float(backoff[1]))
+        self.seed = seed
+        self.logprobs = logprobs
+        self.retries_made = 0
+        self._client = self._make_client(api_key, base_url)
+
+    def _make_client(self, api_key: str | None, base_url: str | None) -> Any:
+        provider = self.spec.provider
+        if provider == "anthropic":
+            import anthropic
+
+            key = api_key or os.environ.get("ANTHROPIC_API_KEY")
+            if not key:
+                raise ConfigError("anthropic: no API key; set the ANTHROPIC_API_KEY environment variable or pass api_key=")
+            return anthropic.Anthropic(api_key=key, base_url=base_url or os.environ.get("ANTHROPIC_BASE_URL") or None, max_retries=0, timeout=self.timeout)
+        import openai
+
+        url = base_url or self.spec.base_url
+        if provider == "openai":
+            key = api_key or os.environ.get("OPENAI_API_KEY")
+            if not key:
+                raise ConfigError("openai: no API key; set the OPENAI_API_KEY environment variable or pass api_key=")
+            url = url or os.environ.get("OPENAI_BASE_URL") or None
+        elif provider == "vllm":
+            key = api_key or os.environ.get("VLLM_API_KEY") or "EMPTY"  # vLLM ignores it unless started with --api-key
+        else:
+            key = api_key or "ollama"  # Ollama ignores the key; the SDK needs one
+        return openai.OpenAI(api_key=key, base_url=url, max_retries=0, timeout=self.timeout)
+
+    def __repr__(self) -> str:
+        return f"model_agent({str(self.spec)!r}, temperature={self.temperature:g}, max_tokens={self.max_tokens})"
+
+    @property
+    def sampling(self) -> dict:
+        temperature = self.temperature
+        if self.spec.provider == "anthropic" and not self._temperature_given:
+            temperature = None  # not sent: the provider's default applies
+        out = {"temperature": temperature, "max_tokens": self.max_tokens, "model": self.model}
+        if self.top_p is not None:
+            out["top_p"] = self.top_p
+        return out
+
+    # -- retries -------------------------------------------------------------------------
+
+    def _with_retries(self, send: Any) -> Any:
+        if self.spec.provider == "anthropic":
+            import anthropic as sdk
+        else:
+            import openai as sdk
+        attempt = 0
+        while True:
+            try:
+                return send()
+            except sdk.APITimeoutError as error:
+                raise BackendError(f"{self.spec}: no reply within {self.timeout:g} s (not retried)", "timeout", attempt) from error
+            except (sdk.APIConnectionError, sdk.RateLimitError, sdk.InternalServerError, sdk.APIStatusError) as error:
+                status = _status_of(error)
+                retryable = isinstance(error, sdk.APIConnectionError) or status == 429 or (isinstance(status, int) and status >= 500)
+                if not retryable or attempt >= self.max_retries:
+                    label = status if status is not None else "connection"
+                    raise BackendError(f"{self.spec}: request failed with {label} after {attempt} retries: {error}", label, attempt) from error
+                base, cap = self.backoff
+                delay = min(cap, base * 2**attempt) * (0.5 + 0.5 * stable_uniform(self.seed, str(self.spec), attempt, "backoff"))
+                hinted = _retry_after(error)
+                if hinted is not None:
+                    delay = min(cap, max(delay, hinted))
+                time.sleep(delay)
+                attempt += 1
+                self.retries_made += 1
+
+    # -- one completion ------------------------------------------------------------------
+
+    def __call__(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None, *, temperature: float | None = None, max_tokens: int | None = None) -> dict:
+        context = current_turn()
+        logprobs = self.logprobs or (context.logprobs if context else False)
+        temperature = self.temperature if temperature is None else temperature
+        max_tokens = self.max_tokens if max_tokens is None else max_tokens
+        if self.spec.provider == "anthropic":
+            return self._call_anthropic(messages, tools, temperature, max_tokens)
+        return self._call_openai(messages, tools, temperature, max_tokens, logprobs)
+
+    def _call_openai(self, messages: Any, tools: Any, temperature: float, max_tokens: int, logprobs: Any) -> dict:
+        request: dict[str, Any] = {
+            "model": self.model,
+            "messages": [_openai_message(m) for m in messages],
+            "temperature": temperature,
+            "max_tokens": max_tokens,
+            "seed": self.seed,
+        }
+        if self.top_p is not None:
+            request["top_p"] = self.top_p
+        if tools:
+            request["tools"] = [_openai_tool(t) for t in tools]
+        if logprobs:
+            request["logprobs"] = True
+        response = self._with_retries(lambda: self._client.chat.completions.create(**request))
+        if not response.choices:
+            raise BackendError(f"{self.spec}: the server returned no choices")
+        choice = response.choices[0]
+        message = choice.message
+        reply: dict[str, Any] = {"role": "assistant", "content": message.content}
+        if message.tool_calls:
+            reply["tool_calls"] = [
+                {"id": call.id, "type": "function", "function": {"name": call.function.name, "arguments": call.function.arguments}}
+                for call in message.tool_calls
+            ]
+        reply["finish_reason"] = choice.finish_reason
+        reply["truncated"] = choice.finish_reason == "length"
+        reply["model"] = response.model or self.model
+        reply["sampling"] = dict(self.sampling, temperature=temperature, max_tokens=max_tokens, model=reply["model"], seed=self.seed)
+        if response.usage is not None:
+            reply["usage"] = {"input_tokens": response.usage.prompt_tokens, "output_tokens": response.usage.completion_tokens}
+        content_logprobs = getattr(getattr(choice, "logprobs", None), "content", None)
+        if logprobs and content_logprobs:
+            tokens = [{"token": t.token, "logprob": float(t.logprob)} for t in content_logprobs]
+            reply["tokens"] = tokens
+            reply["logprob"] = math.fsum(t["logprob"] for t in tokens)
+            reply["n_tokens"] = len(tokens)
+        return reply
+
+    def _call_anthropic(self, messages: Any, tools: Any, temperature: float, max_tokens: int) -> dict:
+        system, converted = _anthropic_messages(messages)
+        request: dict[str, Any] = {"model": self.model, "messages": converted, "max_tokens": max_tokens}
+        # This SDK line (anthropic 2.x) no longer takes sampling keywords; an explicit choice
+        # travels in the body, and when none was made the row records None (provider default).
+        extra = {}
+        if self._temperature_given or temperature != self.temperature:
+            extra["temperature"] = temperature
+        if self.top_p is not None:
+            extra["top_p"] = self.top_p
+        if extra:
+            request["extra_body"] = extra
+        if system:
+            request["system"] = system
+        if tools:
+            request["tools"] = [_anthropic_tool(t) for t in tools]
+        response = self._with_retries(lambda: self._client.messages.create(**request))
+        texts = []
+        calls = []
+        for block in response.content:
+            if block.type == "text":
+                texts.append(block.text)
+            elif block.type == "tool_use":
+                calls.append({"id": block.id, "type": "function", "function": {"name": block.name, "arguments": json.dumps(block.input)}})
+        reply: dict[str, Any] = {"role": "assistant", "content": "".join(texts) if texts else None}
+        if calls:
+            reply["tool_calls"] = calls
+        reply["finish_reason"] = response.stop_reason
+        reply["truncated"] = response.stop_reason == "max_tokens"
+        reply["model"] = response.model or self.model
+        reply["sampling"] = dict(self.sampling, temperature=extra.get("temperature"), max_tokens=max_tokens, model=reply["model"])
+        if response.usage is not None:
+            reply["usage"] = {"input_tokens": response.usage.input_tokens, "output_tokens": response.usage.output_tokens}
+        return reply
+
+    # -- scoring existing text -------------------------------------------------------------
+
+    def prompt_logprobs(self, messages: str | Sequence[Mapping[str, Any]], completion: str) -> PromptLogprobs:
+        """log P(completion | messages) under this model, from the server's prompt logprobs.
+
+        ``messages`` a string: the completions endpoint with ``echo=True`` and ``logprobs``
+        (tokens whose ``text_offset`` falls inside the completion). ``messages`` a chat list:
+        vLLM's chat endpoint with ``prompt_logprobs`` and ``continue_final_message`` on the
+        conversation plus the completion as the final assistant message; the completion's
+        tokens are those after the prefix (the prefix length comes from a second request
+        without the completion). OpenAI's hosted API returns no prompt logprobs; the error
+        says so.
+        """
+        if self.spec.provider == "anthropic":
+            raise ConfigError("prompt_logprobs: the Anthropic API returns no log-probabilities; use a vllm: spec")
+        if not isinstance(completion, str) or not completion:
+            raise ConfigError("prompt_logprobs: completion must be a non-empty string")
+        if isinstance(messages, str):
+            text = messages + completion
+            response = self._with_retries(
+                lambda: self._client.completions.create(model=self.model, prompt=text, max_tokens=1, echo=True, logprobs=0, temperature=0)
+            )
+            scored = response.choices[0].logprobs
+            if scored is None or not scored.tokens:
+                raise BackendError(f"{self.spec}: the server returned no prompt logprobs for echo=True")
+            tokens = []
+            for token, logprob, offset in zip(scored.tokens, scored.token_logprobs, scored.text_offset):
+                if len(messages) <= offset < len(text):
+                    if logprob is None:
+                        raise BackendError(f"{self.spec}: token {token!r} of the completion has no logprob")
+                    tokens.append({"token": token, "logprob": float(logprob)})
+            return PromptLogprobs(math.fsum(t["logprob"] for t in tokens), len(tokens), tokens, response.model or self.model)
+        chat = [_openai_message(m) for m in messages]
+        full = chat + [{"role": "assistant", "content": completion}]
+        scored = self._with_retries(
+            lambda: self._client.chat.completions.create(
+                model=self.model, messages=full, max_tokens=1, temperature=0,
+                extra_body={"prompt_logprobs": 0, "add_generation_prompt": False, "continue_final_message": True, "echo": False},
+            )
+        )  # fmt: skip
+        prefix = self._with_retries(
+            lambda: self._client.chat.completions.create(
+                model=self.model, messages=chat, max_tokens=1, temperature=0, extra_body={"add_generation_prompt": True}
+            )
+        )
+        entries = (scored.model_extra or {}).get("prompt_logprobs")
+        if not entries:
+            raise BackendError(
+                f"{self.spec}: the server returned no prompt_logprobs; vLLM's OpenAI-compatible server does, OpenAI's hosted API does not"
+            )
+        n_prefix = prefix.usage.prompt_tokens if prefix.usage is not None else None
+        if n_prefix is None or n_prefix > len(entries):
+            raise BackendError(f"{self.spec}: cannot locate the completion among the prompt tokens (prefix {n_prefix}, total {len(entries)})")
+        tokens = []
+        for entry in entries[n_prefix:]:
+            if not entry:
+                continue
+            info = next(iter(entry.values()))
+            tokens.append({"token": info.get("decoded_token"), "logprob": float(info["logprob"])})
+        return PromptLogprobs(math.fsum(t["logprob"] for t in tokens), len(tokens), tokens, scored.model or self.model)
+
+
+def _openai_message(message: Mapping[str, Any]) -> dict:
+    out = {key: value for key, value in message.items() if key in ("role", "content", "tool_calls", "tool_call_id", "name")}
+    if out.get("role") == "assistant" and not out.get("tool_calls"):
+        out.pop("tool_calls", None)
+    return out
+
+
+def _openai_tool(tool: Mapping[str, Any]) -> dict:
+    if tool.get("type") == "function" and "function" in tool:
+        function = {k: v for k, v in tool["function"].items() if k in ("name", "description", "parameters")}
+    else:
+        function = {"name": tool["name"], "description": tool.get("description", ""), "parameters": tool.get("parameters") or tool.get("input_schema") or {"type": "object", "properties": {}}}
+    return {"type": "function", "function": function}
+
+
+def _anthropic_tool(tool: Mapping[str, Any]) -> dict:
+    function = _openai_tool(tool)["function"]
+    return {"name": function["name"], "description": function.get("description", ""), "input_schema": function.get("parameters") or {"type": "object", "properties": {}}}
+
+
+def _anthropic_messages(messages: Sequence[Mapping[str, Any]]) -> tuple[str, list[dict]]:
+    """OpenAI-style messages -> (system text, Anthropic messages); tool results ride as user turns."""
+    system = []
+    out: list[dict] = []
+    for message in messages:
+        role = message.get("role")
+        content = message.get("content")
+        if role == "system":
+            system.append(content or "")
+        elif role == "user":
+            out.append({"role": "user", "content": [{"type": "text", "text": content or ""}]})
+        elif role == "assistant":
+            blocks: list[dict] = []
+            if content:
+                blocks.append({"type": "text", "text": content})
+            for call in message.get("tool_calls") or []:
+                arguments = call["function"].get("arguments") or "{}"
+                blocks.append({"type": "tool_use", "id": call["id"], "name": call["function"]["name"], "input": json.loads(arguments) if isinstance(arguments, str) else arguments})
+            out.append({"role": "assistant", "content": blocks or [{"type": "text", "text": ""}]})
+        elif role == "tool":
+            block = {"type": "tool_result", "tool_use_id": message.get("tool_call_id"), "content": content if isinstance(content, str) else json.dumps(content)}
+            if out and out[-1]["role"] == "user" and all(b.get("type") == "tool_result" for b in out[-1]["content"]):
+                out[-1]["content"].append(block)
+            else:
+                out.append({"role": "user", "content": [block]})
+    return "\n\n".join(system), out
+
+
+def model_agent(spec: str, **options: Any) -> ModelAgent:
+    """A chat-shaped agent for a model spec; options: temperature (default 1.0), max_tokens (768),
+    top_p, timeout (seconds per completion; default :func:`default_timeout`), max_retries (3), backoff ((0.5, 8.0) s), seed, api_key,
+    base_url, logprobs (False | True | "tokens"). See the module docstring."""
+    return ModelAgent(spec, **options)

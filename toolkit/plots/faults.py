@@ -1,0 +1,83 @@
+"""Figure for the sandbox: how the pass rate falls as the world breaks more tool calls.
+
+Each point is pass@1 at one ``fault_rate`` with its 95% percentile bootstrap interval over
+tasks (``tk.pass_at``; rollouts of one task are not independent, so tasks are resampled, not
+rows). The legend carries the number of tasks per line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from toolkit.plots._style import PALETTE, new_figure
+
+__all__ = ["pass_rate_vs_fault_rate"]
+
+
+def pass_rate_vs_fault_rate(
+    runs: Mapping[str, Mapping[float, Sequence[Mapping[str, Any]]]],
+    *,
+    title: str | None = None,
+    seed: int = 0,
+    width: float = 5.0,
+    height: float = 3.6,
+) -> Figure:
+    """pass@1 against fault_rate, one line per agent, each point with its task-bootstrap interval.
+
+    ``runs``: ``{label: {fault_rate: graded rows}}`` (rows carry ``reward``; the task is the
+    row's task key, see ``tk.pass_at``). A fault rate whose rows have fewer than 3 tasks is
+    drawn without an interval (pass_at returns none and says why). With several agents the points
+    are dodged sideways by about 0.01 so their intervals do not overlap.
+    """
+    from toolkit.stats import pass_at
+
+    if not isinstance(runs, Mapping) or not runs:
+        raise ValueError("runs must be a non-empty mapping {label: {fault_rate: rows}}")
+    figure, ax = new_figure(width, height)
+    colors = [PALETTE["blue"], PALETTE["vermillion"], PALETTE["green"], PALETTE["orange"], PALETTE["purple"]]
+    markers = ["o", "s", "^", "D", "v"]
+    for index, (label, by_rate) in enumerate(runs.items()):
+        if not isinstance(by_rate, Mapping) or not by_rate:
+            raise ValueError(f"runs[{label!r}] must be a non-empty mapping fault_rate -> rows")
+        rates, estimates, lows, highs, tasks = [], [], [], [], []
+        for rate in sorted(by_rate):
+            if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0 <= rate <= 1:
+                raise ValueError(f"runs[{label!r}]: fault_rate keys must be numbers in [0, 1]; got {rate!r}")
+            result = pass_at(list(by_rate[rate]), seed=seed)
+            if result.pass_at_1 is None:
+                continue
+            rates.append(float(rate))
+            estimates.append(result.pass_at_1)
+            low, high = result.ci95 if result.ci95 else (np.nan, np.nan)
+            lows.append(low if low is not None else np.nan)
+            highs.append(high if high is not None else np.nan)
+            tasks.append(result.n_groups)
+        if not rates:
+            continue
+        color = colors[index % len(colors)]
+        # Lines share their x values; a small sideways dodge keeps the error bars apart.
+        dodge = (index - (len(runs) - 1) / 2) * 0.012
+        rates = [rate + dodge for rate in rates]
+        estimates_array = np.array(estimates, dtype=float)
+        lower = estimates_array - np.array(lows, dtype=float)
+        upper = np.array(highs, dtype=float) - estimates_array
+        ax.errorbar(
+            rates, estimates_array, yerr=np.vstack([np.nan_to_num(lower), np.nan_to_num(upper)]),
+            fmt="-" + markers[index % len(markers)], color=color, capsize=3, markersize=4,
+            label=f"{label} (n={min(tasks)}-{max(tasks)} tasks)" if min(tasks) != max(tasks) else f"{label} (n={tasks[0]} tasks)",
+        )  # fmt: skip
+    ax.set_xlabel("fault_rate (share of prompts whose fault plan is kept)")
+    ax.set_ylabel("pass@1 (95% task bootstrap)")
+    ax.set_ylim(-0.02, 1.02)
+    ax.set_xlim(-0.05, 1.05)
+    if title:
+        ax.set_title(title)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(loc="best")
+    else:
+        ax.text(0.5, 0.5, "no graded rows to draw", ha="center", va="center", transform=ax.transAxes)
+    return figure
