@@ -24,6 +24,10 @@ from toolkit.writer import *  # noqa: F401,F403
 from toolkit.agents import *  # noqa: F401,F403
 from toolkit.user import *  # noqa: F401,F403
 from toolkit.rollout import *  # noqa: F401,F403
+from toolkit.judge import *  # noqa: F401,F403
+from toolkit.logprobs import *  # noqa: F401,F403
+from toolkit.hackscan import *  # noqa: F401,F403
+from toolkit.export import *  # noqa: F401,F403
 
 from toolkit import plots  # noqa: F401  (figures: tk.plots.pass_at_k_curve, ...)
 from toolkit import whatif  # noqa: F401

@@ -9,6 +9,7 @@ from toolkit.plots._style import PALETTE, enable_notebook_display, export_figure
 
 # --- figure modules ---------------------------------------------------------------------
 from toolkit.plots.statistics import *  # noqa: F401,F403
+from toolkit.plots.judging import *  # noqa: F401,F403
 from toolkit.plots.whatif import *  # noqa: F401,F403
 from toolkit.plots.coverage import *  # noqa: F401,F403
 from toolkit.plots.faults import *  # noqa: F401,F403

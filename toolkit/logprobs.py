@@ -1,0 +1,588 @@
+"""Read the policy's log-probabilities: coverage, sampled KL to a reference, calibration
+stamps and the off-policy (staleness) check.
+
+Formulas (reference engine.md §6.7):
+
+* ``logprob_report``: mean token logprob = total logprob / total tokens over rows carrying
+  both; per-row means summarised at p10/p50/p90 (rounded-index quantiles); the Pearson
+  correlation of a 0/1 reward with the row mean logprob, warned at |r| >= 0.3 (a fair judge
+  should not pay for the policy's confidence).
+* ``mean_kl``: the sampled ("k1") estimator of KL(pi || pi_ref) per generated token,
+  ``sum(logprob - ref_logprob) / sum(n_tokens)`` over rows sampled from pi. It is unbiased
+  for the per-sequence KL divided by the expected length only in the limit (a ratio
+  estimator), and a single sample can be negative; Schulman, "Approximating KL
+  Divergence" (2020, joschu.net/blog/kl-approx.html) discusses k1 vs k2/k3.
+* ``staleness_report``: rows sampled by another policy are usable for an off-policy update
+  only with the sampler's version and logprobs, which form the importance ratio
+  ``exp(log pi_new - log pi_old)`` (Schulman et al., PPO, arXiv:1707.06347; Noukhovitch et
+  al., Asynchronous RLHF, arXiv:2410.18252).
+
+Where we differ from the reference: ``reference_logprobs`` records a per-row
+``ref_status`` (ok / error / unscorable) instead of leaving a failed row without a field,
+and the reference's token count (``ref_n_tokens``) next to the policy's, because a
+reference with another tokenizer scores the same text in a different number of tokens.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import numbers
+from collections import Counter, defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from toolkit._coerce import as_row_list
+from toolkit._errors import ToolkitError
+from toolkit._keys import binary_reward, task_key
+from toolkit._results import Result
+
+__all__ = [
+    "LogprobReport",
+    "MeanKL",
+    "CalibrationReport",
+    "StalenessReport",
+    "ReferenceLogprobs",
+    "logprob_report",
+    "mean_kl",
+    "calibrate",
+    "staleness_report",
+    "reference_logprobs",
+    "row_match_key",
+    "LogprobError",
+]
+
+# |r| >= 0.3 between reward and policy confidence is the reference's "judge pays for
+# fluency" threshold; below it the correlation is within what task difficulty explains.
+_CONFIDENCE_WARN = 0.3
+_KL_DECIMALS = 6
+
+
+class LogprobError(ToolkitError, ValueError):
+    """Rows or a reference cannot give what a logprob function was asked for."""
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def _is_count(value: Any) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def _row_totals(row: Mapping[str, Any]) -> tuple[float | None, int | None]:
+    """The row's (summed logprob, generated tokens): row totals, else the sum over steps
+    when every assistant step carries both."""
+    logprob, n_tokens = _number(row.get("logprob")), row.get("n_tokens")
+    if logprob is not None and _is_count(n_tokens):
+        return logprob, int(n_tokens)
+    steps = [s for s in row.get("steps") or [] if isinstance(s, Mapping) and "user" not in s]
+    if steps and all(_number(s.get("logprob")) is not None and _is_count(s.get("n_tokens")) for s in steps):
+        return math.fsum(float(s["logprob"]) for s in steps), sum(int(s["n_tokens"]) for s in steps)
+    return None, None
+
+
+def row_match_key(row: Mapping[str, Any]) -> str:
+    """How two row lists are matched: rollout_id, else scenario_id#rollout_index, else
+    sha1(prompt + final_text)[:16] (the rule of judge_agreement, engine.md §6.5)."""
+    if row.get("rollout_id") not in (None, ""):
+        return f"id:{row['rollout_id']}"
+    if row.get("scenario_id") not in (None, "") and row.get("rollout_index") is not None:
+        return f"sr:{row['scenario_id']}#{row['rollout_index']}"
+    text = str(row.get("prompt", "")) + str(row.get("final_text", ""))
+    return "h:" + hashlib.sha1(text.encode("utf-8")).hexdigest()[:16]
+
+
+def _quantile_rounded(sorted_values: Sequence[float], q: float) -> float:
+    return sorted_values[int(round(q * (len(sorted_values) - 1)))]
+
+
+# --------------------------------------------------------------------------------------
+# logprob_report
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LogprobReport(Result):
+    n_rows: int
+    n_with_logprobs: int
+    coverage: float | None
+    n_tokens: int
+    mean_token_logprob: float | None
+    p10: float | None
+    p50: float | None
+    p90: float | None
+    reward_confidence_r: float | None
+    n_graded: int
+    n_truncated: int
+    warnings: list
+    note: str | None = None
+
+    def __str__(self) -> str:
+        if self.mean_token_logprob is None:
+            return f"logprobs on 0 of {self.n_rows} rows"
+        r = f", reward~confidence r={self.reward_confidence_r:+.2f}" if self.reward_confidence_r is not None else ""
+        return (
+            f"logprobs on {self.n_with_logprobs} of {self.n_rows} rows; mean token logprob "
+            f"{self.mean_token_logprob:.3f} (p10 {self.p10:.3f}, p90 {self.p90:.3f}){r}"
+        )
+
+
+def logprob_report(rows: Any) -> LogprobReport:
+    """How much of the policy's log-probability was captured, and whether reward tracks it."""
+    source = as_row_list(rows)
+    totals = [(_row_totals(r), r) for r in source]
+    usable = [((lp, n), r) for (lp, n), r in totals if lp is not None and n and n > 0]
+    total_lp = math.fsum(lp for (lp, _), _ in usable)
+    total_n = sum(n for (_, n), _ in usable)
+    means = sorted(lp / n for (lp, n), _ in usable)
+    n_truncated = sum(
+        1
+        for r in source
+        if r.get("finish_reason") == "length" or any(isinstance(s, Mapping) and s.get("truncated") for s in r.get("steps") or [])
+    )
+    warnings = []
+    r_value = None
+    graded = [(binary_reward(r), lp / n) for (lp, n), r in usable if binary_reward(r) is not None]
+    if len(graded) >= 3:
+        rewards = [g for g, _ in graded]
+        confidences = [c for _, c in graded]
+        if len(set(rewards)) > 1 and len(set(confidences)) > 1:
+            from scipy import stats
+
+            r_value = float(stats.pearsonr(rewards, confidences)[0])
+            if abs(r_value) >= _CONFIDENCE_WARN:
+                warnings.append(
+                    f"reward correlates with the policy's confidence (r = {r_value:+.2f}); the judge may pay for fluency"
+                )
+    note = None
+    if not usable:
+        note = "no row carries logprob and n_tokens; run with logprobs=True (or a backend that returns them)"
+    elif len(usable) < len(source):
+        warnings.append(f"{len(source) - len(usable)} of {len(source)} rows carry no logprob")
+    return LogprobReport(
+        n_rows=len(source),
+        n_with_logprobs=len(usable),
+        coverage=len(usable) / len(source) if source else None,
+        n_tokens=total_n,
+        mean_token_logprob=total_lp / total_n if total_n else None,
+        p10=_quantile_rounded(means, 0.1) if means else None,
+        p50=_quantile_rounded(means, 0.5) if means else None,
+        p90=_quantile_rounded(means, 0.9) if means else None,
+        reward_confidence_r=r_value,
+        n_graded=len(graded),
+        n_truncated=n_truncated,
+        warnings=warnings,
+        note=note,
+    )
+
+
+# --------------------------------------------------------------------------------------
+# mean_kl
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MeanKL(Result):
+    mean_kl: float | None
+    per_task: dict
+    n_rows: int
+    n_skipped: int
+    n_tokens: int
+    n_unmatched: int
+    ref: str
+    note: str | None = None
+
+    def __str__(self) -> str:
+        if self.mean_kl is None:
+            return f"mean KL: none ({self.note})"
+        return f"mean KL {self.mean_kl:.4f} nats/token over {self.n_rows} rows, {self.n_tokens} tokens, {len(self.per_task)} tasks"
+
+
+def _reference_values(source: list[dict], ref: Any) -> tuple[list[float | None], int, str]:
+    if isinstance(ref, str):
+        return [_number(r.get(ref)) for r in source], 0, ref
+    ref_rows = as_row_list(ref, "ref")
+    by_key: dict[str, float | None] = {}
+    for r in ref_rows:
+        by_key[row_match_key(r)] = _row_totals(r)[0]
+    values, unmatched = [], 0
+    for r in source:
+        key = row_match_key(r)
+        if key not in by_key:
+            unmatched += 1
+            values.append(None)
+        else:
+            values.append(by_key[key])
+    return values, unmatched, "second row list (its logprob)"
+
+
+def mean_kl(rows: Any, ref: Any = "ref_logprob") -> MeanKL:
+    """Sampled KL(pi || pi_ref) per generated token: sum(logprob - ref_logprob) / sum(n_tokens).
+
+    ``ref`` is the field holding the reference's summed logprob of the same completion, or
+    a second row list (matched by :func:`row_match_key`) whose ``logprob`` is the
+    reference's. ``per_task`` pools the same ratio over each task's rollouts. Rows without
+    both numbers are counted in ``n_skipped``; KL is rounded to 6 decimals.
+    """
+    source = as_row_list(rows)
+    refs, unmatched, ref_name = _reference_values(source, ref)
+    diff_by_task: dict[str, list[float]] = defaultdict(list)
+    tokens_by_task: Counter = Counter()
+    n_rows = n_skipped = 0
+    for row, ref_value in zip(source, refs):
+        logprob, n_tokens = _row_totals(row)
+        if logprob is None or ref_value is None or not n_tokens or n_tokens <= 0:
+            n_skipped += 1
+            continue
+        n_rows += 1
+        key = task_key(row)
+        diff_by_task[key].append(logprob - ref_value)
+        tokens_by_task[key] += n_tokens
+    total_tokens = sum(tokens_by_task.values())
+    if not n_rows:
+        return MeanKL(
+            mean_kl=None,
+            per_task={},
+            n_rows=0,
+            n_skipped=n_skipped,
+            n_tokens=0,
+            n_unmatched=unmatched,
+            ref=ref_name,
+            note=f"no row has both logprob/n_tokens and {ref_name}; score the rows with reference_logprobs() first",
+        )
+    overall = math.fsum(d for ds in diff_by_task.values() for d in ds) / total_tokens
+    per_task = {k: round(math.fsum(v) / tokens_by_task[k], _KL_DECIMALS) for k, v in diff_by_task.items()}
+    note = None
+    if overall < 0:
+        note = "negative: the sampled estimator is noisy on few rows (true KL >= 0); add rollouts"
+    return MeanKL(
+        mean_kl=round(overall, _KL_DECIMALS),
+        per_task=per_task,
+        n_rows=n_rows,
+        n_skipped=n_skipped,
+        n_tokens=total_tokens,
+        n_unmatched=unmatched,
+        ref=ref_name,
+        note=note,
+    )
+
+
+# --------------------------------------------------------------------------------------
+# calibrate
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CalibrationReport(Result):
+    rows: list
+    n_stamped: int
+    n_carried: int
+    n_ungraded: int
+    per_task: dict
+    pass_at: Any
+    note: str | None = None
+
+    def to_dict(self) -> dict:
+        """JSON-safe, with ``rows`` scrubbed: the in-memory rows keep ``privileged`` for the
+        judge, a serialised report must not."""
+        from toolkit.rows import scrub
+
+        out = super().to_dict()
+        out["rows"] = [scrub(row) for row in out["rows"]]
+        return out
+
+    def __str__(self) -> str:
+        return f"calibration stamped on {self.n_stamped} rows over {len(self.per_task)} tasks ({self.n_carried} carried)"
+
+
+def _policy_ref(policy: Any, row: Mapping[str, Any]) -> Any:
+    if policy is None:
+        return row.get("policy_version") or row.get("model_version")
+    if isinstance(policy, str):
+        return policy
+    if isinstance(policy, Mapping):
+        return dict(policy)
+    return getattr(policy, "name", None) or type(policy).__name__
+
+
+def calibrate(rows: Any, *, policy: Any = None, ref: Any = None) -> CalibrationReport:
+    """Stamp ``calibration`` on every row with a 0/1 reward.
+
+    The stamp is ``{task_id, student, n, pass_rate, pass_rate_ci95, mean_kl}`` for the
+    row's task: n graded rollouts, their pass rate with a Wilson 95% interval, and the
+    task's sampled KL to ``ref`` (a field name or a second row list, see :func:`mean_kl`;
+    None when not given). A carried stamp whose n is larger than the rows now hold is kept
+    (a selection pruned the group; ``n_carried``). Returns stamped copies in ``.rows``.
+    """
+    from toolkit.stats.agreement import wilson
+
+    source = as_row_list(rows)
+    groups: dict[str, list[int]] = defaultdict(list)
+    for row in source:
+        b = binary_reward(row)
+        if b is not None:
+            groups[task_key(row)].append(b)
+    kl_per_task = mean_kl(source, ref).per_task if ref is not None else {}
+    per_task = {}
+    for key, values in groups.items():
+        interval = wilson(sum(values), len(values))
+        per_task[key] = {
+            "task_id": key,
+            "n": len(values),
+            "pass_rate": sum(values) / len(values),
+            "pass_rate_ci95": [interval.low, interval.high],
+            "mean_kl": kl_per_task.get(key),
+        }
+    out = []
+    n_stamped = n_carried = n_ungraded = 0
+    for row in source:
+        row = dict(row)
+        if binary_reward(row) is None:
+            n_ungraded += 1
+            out.append(row)
+            continue
+        stamp = dict(per_task[task_key(row)])
+        stamp["student"] = _policy_ref(policy, row)
+        carried = row.get("calibration")
+        if isinstance(carried, Mapping) and isinstance(carried.get("n"), int) and carried["n"] > stamp["n"]:
+            n_carried += 1
+        else:
+            row["calibration"] = stamp
+            n_stamped += 1
+        out.append(row)
+    summary = None
+    if groups:
+        try:
+            from toolkit.stats.passk import pass_at
+
+            summary = pass_at([r for r in out if binary_reward(r) is not None])
+        except ToolkitError as exc:  # pass_at refuses some shapes; the stamps still stand
+            summary = None
+            note = f"pass_at summary unavailable: {exc}"
+            return CalibrationReport(out, n_stamped, n_carried, n_ungraded, per_task, summary, note)
+    return CalibrationReport(
+        rows=out,
+        n_stamped=n_stamped,
+        n_carried=n_carried,
+        n_ungraded=n_ungraded,
+        per_task=per_task,
+        pass_at=summary,
+        note=None if groups else "no row has a 0/1 reward; grade first",
+    )
+
+
+# --------------------------------------------------------------------------------------
+# staleness_report
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StalenessReport(Result):
+    n_rows: int
+    by_policy_version: dict
+    by_model: dict
+    base_model: str | None
+    n_stale: int
+    n_stale_without_logprobs: int
+    temperatures: dict
+    coverage: dict
+    warnings: list
+
+    def __str__(self) -> str:
+        return (
+            f"{self.n_rows} rows, {len(self.by_policy_version)} policy version(s), {self.n_stale} stale "
+            f"({self.n_stale_without_logprobs} without logprobs)"
+        )
+
+
+def staleness_report(rows: Any, *, base_model: str | None = None) -> StalenessReport:
+    """Which policy sampled these rows, and can an off-policy trainer use the stale ones.
+
+    Counts rows per ``policy_version`` and per ``model_version``; a row whose model is not
+    ``base_model`` is stale, and usable off-policy only with its logprobs (the importance
+    ratio needs them). Reports the temperature histogram and the coverage of ``sampling``,
+    ``logprob`` and ``token_logprobs``.
+    """
+    source = as_row_list(rows)
+    versions = Counter(str(r.get("policy_version")) for r in source)
+    models = Counter(str(r.get("model_version")) for r in source)
+    temperatures: Counter = Counter()
+    for r in source:
+        sampling = r.get("sampling")
+        t = sampling.get("temperature") if isinstance(sampling, Mapping) else None
+        temperatures["unknown" if t is None else str(t)] += 1
+    has_logprob = [_row_totals(r)[0] is not None for r in source]
+    stale = [base_model is not None and r.get("model_version") != base_model for r in source]
+    n_stale_bare = sum(1 for s, lp in zip(stale, has_logprob) if s and not lp)
+    n = len(source)
+    coverage = {
+        "sampling": sum(1 for r in source if isinstance(r.get("sampling"), Mapping)) / n if n else None,
+        "logprob": sum(has_logprob) / n if n else None,
+        "token_logprobs": sum(1 for r in source if r.get("token_logprobs")) / n if n else None,
+    }
+    warnings = []
+    real_versions = [v for v in versions if v != "None"]
+    if len(real_versions) > 1:
+        warnings.append(f"rows come from {len(real_versions)} policy versions; an on-policy update would mix them")
+    if "None" in versions:
+        warnings.append(f"{versions['None']} row(s) carry no policy_version; their sampler cannot be named")
+    if n_stale_bare:
+        warnings.append(
+            f"{n_stale_bare} stale row(s) have no logprobs: the importance ratio cannot be formed, drop them "
+            "or re-sample with logprobs=True"
+        )
+    if base_model is None:
+        warnings.append("no base_model given; staleness not measured")
+    return StalenessReport(
+        n_rows=n,
+        by_policy_version=dict(versions),
+        by_model=dict(models),
+        base_model=base_model,
+        n_stale=sum(stale),
+        n_stale_without_logprobs=n_stale_bare,
+        temperatures=dict(temperatures),
+        coverage=coverage,
+        warnings=warnings,
+    )
+
+
+# --------------------------------------------------------------------------------------
+# reference_logprobs
+# --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ReferenceLogprobs(Result):
+    rows: list
+    reference: str
+    n_scored: int
+    n_failed: int
+    failures: dict
+    field: str
+    note: str | None = None
+
+    def to_dict(self) -> dict:
+        """JSON-safe, with ``rows`` scrubbed: the in-memory rows keep ``privileged`` for the
+        judge, a serialised report must not."""
+        from toolkit.rows import scrub
+
+        out = super().to_dict()
+        out["rows"] = [scrub(row) for row in out["rows"]]
+        return out
+
+    def __str__(self) -> str:
+        return f"{self.field} from {self.reference} on {self.n_scored} rows ({self.n_failed} failed)"
+
+    def __iter__(self):
+        return iter(self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+def _completion_text(message: Mapping[str, Any]) -> str:
+    """The text a reference scores for one assistant turn: its content, then its tool calls
+    as a JSON list of ``{"name", "arguments"}``. Chat templates render tool calls in their
+    own markup, which the server does not expose, so a tool-call turn is scored on this
+    rendering: an approximation, exact only for templates that print calls as JSON."""
+    import json
+
+    text = message.get("content") or ""
+    calls = message.get("tool_calls") or []
+    if calls:
+        text += json.dumps([dict(c.get("function", c)) for c in calls], ensure_ascii=False)
+    return text
+
+
+def _assistant_turn_contexts(row: Mapping[str, Any]) -> list[tuple[list[dict], dict]]:
+    """(context messages, assistant message) for every assistant turn of the row."""
+    from toolkit.rows import messages_from_steps, scrub
+
+    clean = scrub(dict(row))
+    messages = messages_from_steps(
+        clean.get("prompt", ""), clean.get("steps") or [], system_prompt=clean.get("system_prompt"),
+        prefix=clean.get("prefix") or (),
+    )
+    return [(messages[:i], dict(m)) for i, m in enumerate(messages) if m.get("role") == "assistant"]
+
+
+def reference_logprobs(
+    data: Any,
+    reference: Any,
+    *,
+    field: str = "ref_logprob",
+    **backend_options: Any,
+) -> ReferenceLogprobs:
+    """Score existing rows under a reference policy; stamp ``field`` (summed logprob of the
+    assistant turns the row's policy generated) on copies of the rows.
+
+    ``reference`` is one of: a seeded agent (anything with ``score_total(row)``, offline),
+    a model backend with ``prompt_logprobs(messages, completion)`` (vLLM's
+    OpenAI-compatible server returns prompt log-probabilities for a completion), or a model
+    spec string (``"vllm:<model>@<url>"``), resolved with ``tk.model_agent(spec,
+    **backend_options)``. Each row also gets ``ref_model``, ``ref_status`` (ok / error) and,
+    from a backend, ``ref_n_tokens``; a row that fails keeps its place with the error in
+    ``ref_error`` rather than disappearing.
+    """
+    source = as_row_list(data)
+    name = reference if isinstance(reference, str) else getattr(reference, "name", None) or type(reference).__name__
+    scorer = reference
+    if isinstance(reference, str):
+        from toolkit.agents import model_agent
+
+        scorer = model_agent(reference, **backend_options)
+    if not (hasattr(scorer, "score_total") or hasattr(scorer, "prompt_logprobs")):
+        raise LogprobError(
+            f"reference {name!r} can neither score_total(row) (a seeded agent) nor prompt_logprobs(messages, "
+            "completion) (a model backend); pass one of those or a model spec string"
+        )
+    out, failures = [], Counter()
+    n_scored = 0
+    for row in source:
+        row = dict(row)
+        row["ref_model"] = str(name)
+        try:
+            if hasattr(scorer, "score_total"):
+                value = float(scorer.score_total(row))
+                n_ref_tokens = None
+            else:
+                total, n_ref_tokens = [], 0
+                for context, completion in _assistant_turn_contexts(row):
+                    text = _completion_text(completion)
+                    if not text:
+                        continue  # an empty turn generated no tokens to score
+                    scored = scorer.prompt_logprobs(context, text)
+                    total.append(float(scored.logprob))
+                    n_ref_tokens += int(scored.n_tokens)
+                value = math.fsum(total)
+            if not math.isfinite(value):
+                row["ref_status"] = "unscorable"
+                row["ref_error"] = "the reference gives this completion probability 0 (logprob -inf)"
+                row[field] = None
+                failures["unscorable"] += 1
+            else:
+                row[field] = value
+                row["ref_status"] = "ok"
+                if n_ref_tokens is not None:
+                    row["ref_n_tokens"] = n_ref_tokens
+                n_scored += 1
+        except Exception as exc:  # one row's failure is recorded on that row; the batch goes on
+            row[field] = None
+            row["ref_status"] = "error"
+            row["ref_error"] = f"{type(exc).__name__}: {exc}"
+            failures[type(exc).__name__] += 1
+        out.append(row)
+    return ReferenceLogprobs(
+        rows=out,
+        reference=str(name),
+        n_scored=n_scored,
+        n_failed=len(source) - n_scored,
+        failures=dict(failures),
+        field=field,
+        note=None if n_scored else "no row could be scored; see ref_error on the rows",
+    )
