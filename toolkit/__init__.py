@@ -24,6 +24,10 @@ from toolkit.writer import *  # noqa: F401,F403
 from toolkit.agents import *  # noqa: F401,F403
 from toolkit.user import *  # noqa: F401,F403
 from toolkit.rollout import *  # noqa: F401,F403
+from toolkit.knobs import *  # noqa: F401,F403
+from toolkit.search import *  # noqa: F401,F403
+from toolkit.conduct import *  # noqa: F401,F403
+from toolkit.engine import *  # noqa: F401,F403
 from toolkit.judge import *  # noqa: F401,F403
 from toolkit.logprobs import *  # noqa: F401,F403
 from toolkit.hackscan import *  # noqa: F401,F403

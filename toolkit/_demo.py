@@ -1,8 +1,13 @@
 """``python -m toolkit demo``: the offline main job.
 
-It reads two runs of the same tasks shipped in ``datasets/`` (before and after a change to
-an agent), prints pass@1 / pass^k / pass@k with their intervals for each, the paired
-before/after report, and writes the figures. No key, no network, a few seconds.
+Simulation (default): the shipped airline tool set and policy, the seeded offline agent, the
+template writer and template user, graded by the deterministic conduct grader. It prints the
+run's summary and the pass@1 / pass^k / pass@k line with intervals, and writes the rows
+(JSONL + .meta.json) and a pass@k figure under ``--out``. No key, no network, a few seconds.
+
+``--stats`` adds the second part (the earlier demo): two shipped runs of the same tasks
+(before and after a change), their pass@k lines and the paired before/after report, with
+the pass@k and delta-forest figures.
 """
 
 from __future__ import annotations
@@ -11,14 +16,16 @@ import argparse
 import time
 from pathlib import Path
 
-HELP = "offline demo: intervals and a paired before/after report on the shipped datasets"
+HELP = "offline demo: simulate an agent, grade it, pass@k with intervals (--stats: paired before/after report)"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--before", type=Path, default=None, help="rows JSONL of the baseline run")
-    parser.add_argument("--after", type=Path, default=None, help="rows JSONL of the changed run")
-    parser.add_argument("--out", type=Path, default=Path("out/demo"), help="folder for figures (default out/demo)")
-    parser.add_argument("--seed", type=int, default=0, help="seed for every resampling draw")
+    parser.add_argument("--out", type=Path, default=Path("out/demo"), help="folder for rows and figures (default out/demo)")
+    parser.add_argument("--seed", type=int, default=0, help="seed for the simulation and every resampling draw")
+    parser.add_argument("--budget", type=int, default=96, help="rows to simulate (default 96 = 24 prompts x 4 repeats)")
+    parser.add_argument("--stats", action="store_true", help="also run the paired before/after statistics on the shipped runs")
+    parser.add_argument("--before", type=Path, default=None, help="(--stats) rows JSONL of the baseline run")
+    parser.add_argument("--after", type=Path, default=None, help="(--stats) rows JSONL of the changed run")
     parser.set_defaults(run=run)
 
 
@@ -33,11 +40,34 @@ def _resolve(path: Path | None, name: str) -> Path:
     return path
 
 
-def run(args: argparse.Namespace) -> int:
+def _simulation(args: argparse.Namespace) -> list[Path]:
+    import toolkit as tk
+    from toolkit.plots import export_figure, pass_at_k_curve
+
+    tools = tk.dataset_path("tools/airline_support.json")
+    policy = tk.dataset_path("tools/airline_support_policy.md").read_text(encoding="utf-8")
+    agent = tk.seeded_agent(tools, seed=args.seed)
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows_path = args.out / "simulated_rows.jsonl"
+    # sft mode: 3 phrasings per situation, every prompt gets exactly k = 4 rollouts, so the
+    # k-way numbers (pass^4, pass@4) are defined for every group
+    data = tk.simulate(
+        agent, tools=tools, system_prompt=policy, mode="sft", budget=args.budget, grade=True,
+        simulator=False, output=rows_path, reproducible=True, progress=False, advanced={"seed": args.seed},
+    )  # fmt: skip
+    print("simulation: seeded agent on the airline tool set, template writer and user, conduct grader")
+    print(data.summary())
+    print()
+    print(f"  {data.pass_at}")
+    written = [rows_path]
+    written += export_figure(pass_at_k_curve({"simulated": data.rows}, seed=args.seed), args.out / "simulated_pass_at_k", ("png",))
+    return written
+
+
+def _statistics(args: argparse.Namespace) -> list[Path]:
     import toolkit as tk
     from toolkit.plots import delta_forest, export_figure, pass_at_k_curve
 
-    started = time.perf_counter()
     before_path = _resolve(args.before, "demo_before.jsonl")
     after_path = _resolve(args.after, "demo_after.jsonl")
     before = tk.read_rows(before_path)
@@ -49,12 +79,18 @@ def run(args: argparse.Namespace) -> int:
     print()
     report = tk.delta_report(before, after, seed=args.seed)
     print(report)
-    args.out.mkdir(parents=True, exist_ok=True)
-    written = export_figure(
-        pass_at_k_curve({"before": before, "after": after}, seed=args.seed), args.out / "pass_at_k", ("pdf", "png")
-    )
+    written = export_figure(pass_at_k_curve({"before": before, "after": after}, seed=args.seed), args.out / "pass_at_k", ("pdf", "png"))
     written += export_figure(delta_forest(report), args.out / "delta_forest", ("pdf", "png"))
+    return written
+
+
+def run(args: argparse.Namespace) -> int:
+    started = time.perf_counter()
+    written = _simulation(args)
+    if args.stats:
+        print()
+        written += _statistics(args)
     print()
-    print("figures: " + ", ".join(str(p) for p in written))
+    print("written: " + ", ".join(str(p) for p in written))
     print(f"done in {time.perf_counter() - started:.1f} s")
     return 0
