@@ -163,3 +163,8 @@ def test_empty_and_wrong_container():
     with pytest.raises(TypeError, match="expected"):
         tk.judge_agreement(3.5)
     assert "agreement" in str(tk.judge_agreement(_confusion_rows(40, 5, 5, 50)))
+
+
+def test_bad_level_is_refused_even_without_labelled_pairs():
+    with pytest.raises(tk.ConfigError, match="level"):
+        tk.judge_agreement([{"task_id": "a", "reward": 1}], level=3)

@@ -554,3 +554,182 @@ def test_proxy_interval_wholly_above_target_interval_fails():
     target, polish = report["pass_at_1"], report["polish"]
     assert target.gain_verdict == "gain" and polish.ci[0] > target.ci[1]
     assert report.headline.startswith("FAIL") and "over-optimised" in report.headline
+
+
+# =========================================================================== training seeds
+
+
+def seed_rows(values_by_seed, marker="score", prefix="t", eval_run=None, label=True):
+    """One row per (seed, task, rollout): values_by_seed[j][i] lists task i's marker values."""
+    rows = []
+    for seed, per_task in enumerate(values_by_seed):
+        for i, values in enumerate(per_task):
+            for value in values:
+                lineage = {"train_run": seed} if label else {}
+                if eval_run is not None:
+                    lineage["eval_run"] = eval_run
+                rows.append({"task_id": f"{prefix}{i}", "reward": 1, "markers": {marker: float(value)},
+                             "lineage": lineage})
+    return rows
+
+
+def seed_aware_reference(before_seeds, after_seeds, alpha=0.05):
+    """The §6.3 interval written out with numpy/scipy: task term + s^2/n per trained arm.
+
+    Each argument is an array (seeds, tasks, rollouts); a single-seed array means untrained.
+    """
+    def arm(values):
+        per_seed_task = values.mean(axis=2)  # (seeds, tasks)
+        return per_seed_task.mean(axis=0), per_seed_task.mean(axis=1)
+    task_before, seed_means_before = arm(before_seeds)
+    task_after, seed_means_after = arm(after_seeds)
+    diffs = task_after - task_before
+    n = diffs.size
+    terms = [(np.var(diffs, ddof=1) / n, n - 1)]
+    for means in (seed_means_before, seed_means_after):
+        if means.size > 1:
+            terms.append((np.var(means, ddof=1) / means.size, means.size - 1))
+    total = sum(v for v, _ in terms)
+    df = sum(d for _, d in terms[1:])  # seeds - 1 summed over trained arms (engine.md §6.3)
+    half = scipy.stats.t.ppf(1 - alpha / 2, df) * math.sqrt(total)
+    p = 2 * scipy.stats.t.sf(abs(diffs.mean()) / math.sqrt(total), df)
+    return diffs.mean(), (diffs.mean() - half, diffs.mean() + half), p, df
+
+
+def test_training_seed_interval_equals_the_closed_form():
+    rng = np.random.default_rng(11)
+    base = rng.uniform(0.2, 0.8, 15)
+    before = base[None, :, None] + rng.normal(0, 0.05, (1, 15, 2))
+    seed_shift = np.array([0.02, 0.15, 0.09])[:, None, None]
+    after = base[None, :, None] + seed_shift + rng.normal(0, 0.05, (3, 15, 2))
+    report = tk.delta_report(
+        seed_rows(before, label=False), seed_rows(after), target="score", metrics=["score"],
+        n_resamples=500,
+    )
+    delta, ci, p, df = seed_aware_reference(before, after)
+    metric = report["score"]
+    assert report.trained_arms == ("after",)
+    assert (metric.n_train_runs_before, metric.n_train_runs_after) == (None, 3)
+    assert metric.delta == pytest.approx(delta, abs=1e-12)
+    assert metric.ci == pytest.approx(ci, abs=1e-12)
+    assert metric.pvalue == pytest.approx(p, rel=1e-9)
+    assert metric.train_df == pytest.approx(df, rel=1e-9)
+    assert metric.train_std_after == pytest.approx(np.std(after.mean(axis=2).mean(axis=1), ddof=1))
+    # The task-only reading is kept, and is narrower: it cannot see the seed spread.
+    assert metric.task_ci is not None and metric.task_ci[1] - metric.task_ci[0] < ci[1] - ci[0]
+    json.dumps(report.to_dict())
+    assert "training seeds: after 3" in str(report)
+
+
+def test_both_arms_trained_add_both_seed_terms_with_df_sum_n_minus_1():
+    # Paired diffs identical across tasks: the task term is 0; both arms trained with 3 seeds
+    # of sd 0.1, so var = 2 x 0.01 / 3 and df = (3 - 1) + (3 - 1) = 4 (engine.md §6.3).
+    base = np.linspace(0.2, 0.7, 8)[None, :, None]
+    offsets = np.array([-0.1, 0.0, 0.1])[:, None, None]
+    before = base + offsets
+    after = base + 0.3 + offsets
+    report = tk.delta_report(seed_rows(before), seed_rows(after, prefix="t"), target="score",
+                             metrics=["score"], train_runs="both", n_resamples=300)
+    metric = report["score"]
+    assert metric.train_df == pytest.approx(4.0, rel=1e-6)
+    half = scipy.stats.t.ppf(0.975, 4) * math.sqrt(2 * 0.01 / 3)
+    assert metric.ci == pytest.approx((0.3 - half, 0.3 + half), abs=1e-9)
+
+
+def test_one_training_seed_is_unresolved_and_turning_seeds_off_is_explicit():
+    before = [[[0.2, 0.3]] * 12]
+    after = [[[0.8, 0.9]] * 12]
+    rows_before = seed_rows(np.array(before) + np.linspace(0, 0.1, 12)[None, :, None], label=False)
+    rows_after = seed_rows(np.array(after) + np.linspace(0, 0.1, 12)[None, :, None])
+    report = tk.delta_report(rows_before, rows_after, target="score", metrics=["score"], n_resamples=300)
+    assert report.headline.startswith("UNRESOLVED (after has 1 training seed(s)")
+    assert report["score"].gain_verdict == "unresolved"
+    assert report.ok  # nothing regressed; ok never says the change helped
+    plain = tk.delta_report(rows_before, rows_after, target="score", metrics=["score"],
+                            train_runs=False, n_resamples=300)
+    assert plain.trained_arms == () and not plain.headline.startswith("UNRESOLVED")
+    # A regression on one seed still fails: blocking on a possible loss needs no replicate.
+    worse = tk.delta_report(rows_after, rows_before, target="score", metrics=["score"],
+                            train_runs="both", n_resamples=300)
+    assert worse.headline.startswith("FAIL") and not worse.ok
+    assert any("training seed" in w for w in worse.warnings)
+
+
+def test_seed_spread_can_undo_a_task_level_gain():
+    # Seed 0 gained a lot, seeds 1 and 2 nothing: every task moved up on average (task-level
+    # gain), but across seeds the recipe's effect is not separable from seed luck.
+    rng = np.random.default_rng(3)
+    base = rng.uniform(0.2, 0.6, 25)
+    before = base[None, :, None] + rng.normal(0, 0.02, (1, 25, 2))
+    shifts = np.array([0.3, 0.0, 0.01])[:, None, None]
+    after = base[None, :, None] + shifts + rng.normal(0, 0.02, (3, 25, 2))
+    report = tk.delta_report(seed_rows(before, label=False), seed_rows(after), target="score",
+                             metrics=["score"], run_std={"score": 0.0}, n_resamples=1000)
+    metric = report["score"]
+    assert metric.task_ci[0] > 0  # the task bootstrap alone would call it a gain
+    assert metric.ci[0] < 0 < metric.ci[1]
+    assert metric.gain_verdict == "no_difference_detected"
+    assert report.headline == "NO DIFFERENCE"
+
+
+def test_seed_aware_interval_covers_the_recipe_effect_where_task_only_does_not():
+    # Truth: the recipe adds 0.1; each training seed adds its own N(0, 0.08) on top.
+    rng = np.random.default_rng(2026)
+    seeded_hits = task_hits = 0
+    trials = 80
+    for trial in range(trials):
+        base = rng.uniform(0.2, 0.7, 20)
+        before = base[None, :, None] + rng.normal(0, 0.05, (1, 20, 2))
+        luck = rng.normal(0, 0.08, (3, 1, 1))
+        after = base[None, :, None] + 0.1 + luck + rng.normal(0, 0.05, (3, 20, 2))
+        report = tk.delta_report(seed_rows(before, label=False), seed_rows(after), target="score",
+                                 metrics=["score"], by=False, n_resamples=200, seed=trial)
+        metric = report["score"]
+        seeded_hits += metric.ci[0] <= 0.1 <= metric.ci[1]
+        task_hits += metric.task_ci[0] <= 0.1 <= metric.task_ci[1]
+    # Nominal 95%: binomial sd at 80 trials is 2.4 points, so 0.9 is 2 sd below nominal; measured 0.96.
+    assert seeded_hits / trials >= 0.9
+    assert task_hits / trials < 0.7
+
+
+def test_eval_runs_are_grouped_within_each_training_seed():
+    # 2 seeds x 2 eval runs: runs of one seed differ by +/-0.01, seeds by 0.2. The noise band
+    # must come from the within-seed spread, not the seed spread.
+    base = np.linspace(0.2, 0.6, 10)[None, :, None]
+    before = seed_rows(base, label=False)
+    after = []
+    for seed, shift in enumerate((0.1, 0.3)):
+        for run, wobble in enumerate((-0.01, 0.01)):
+            for row in seed_rows(base + shift + wobble, eval_run=run):
+                row["lineage"]["train_run"] = seed
+                after.append(row)
+    report = tk.delta_report(before, after, target="score", metrics=["score"], n_resamples=300)
+    metric = report["score"]
+    assert report.n_eval_runs_after == 4 and metric.n_train_runs_after == 2
+    # Per seed: run means differ by 0.02 -> sd 0.02/sqrt(2); two seeds pool to the same, df 2.
+    assert metric.run_std == pytest.approx(0.02 / math.sqrt(2))
+    assert metric.noise_df == 2
+
+
+def test_train_runs_argument_is_checked_by_name():
+    before = seed_rows(np.full((1, 6, 1), 0.5), label=False)
+    after = seed_rows(np.full((2, 6, 1), 0.6))
+    with pytest.raises(tk.ConfigError, match="did you mean 'after'"):
+        tk.delta_report(before, after, train_runs="aftr")
+    with pytest.raises(tk.ConfigError, match="train_runs must be"):
+        tk.delta_report(before, after, train_runs=3)
+
+
+def test_misspelt_slice_field_is_named():
+    before, after = make_rows([1, 2, 3, 1, 2, 3], extra={"category": "a"}), make_rows([2, 3, 4, 2, 3, 4], extra={"category": "a"})
+    with pytest.raises(tk.ConfigError, match="did you mean 'category'"):
+        tk.delta_report(before, after, by="categry")
+
+
+def test_equal_marker_diffs_are_not_sized_from_float_dust():
+    # 0.6 + 0.01 i - (0.3 + 0.01 i) is 0.3 up to 1e-17: the sd is 0, not "2 tasks suffice".
+    values = np.arange(6)[None, :, None] * 0.01
+    before = seed_rows(0.3 + values, label=False)
+    after = seed_rows(0.6 + values, label=False)
+    report = tk.delta_report(before, after, target="score", metrics=["score"], n_resamples=300)
+    assert report.tasks_needed is None and "sd of marker:score is 0" in report.tasks_needed_note

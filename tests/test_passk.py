@@ -247,3 +247,12 @@ def test_run_config_agreement_and_mixing():
     assert config["unclosed_think_share"] == pytest.approx(1 / 12)
     assert config["answered_share"] == pytest.approx(11 / 12)
     assert config["graded_share"] == 1.0 and config["judge_version"] is None
+
+
+@pytest.mark.parametrize("kwargs, field", [
+    ({"level": 2}, "level"), ({"level": 0.0}, "level"), ({"n_resamples": 0}, "n_resamples"),
+])
+def test_bad_interval_settings_are_refused_even_when_no_interval_is_drawn(kwargs, field):
+    # One task: no bootstrap runs, so only an up-front check can name the bad setting.
+    with pytest.raises(tk.ConfigError, match=field):
+        tk.pass_at([{"task_id": "a", "reward": 1}], **kwargs)

@@ -121,3 +121,29 @@ def test_bare_figures_display_as_png_in_ipython():
         assert data["image/png"][:8] == b"\x89PNG\r\n\x1a\n"
     finally:
         InteractiveShell.clear_instance()
+
+
+def test_delta_forest_draws_the_seed_aware_interval_at_the_report_level():
+    rng = np.random.default_rng(7)
+    before = [dict(row, lineage={"train_run": 0}) for row in _rows([0.3] * 12, repeats=4)]
+    after = [dict(row, lineage={"train_run": seed})
+             for seed in range(3) for row in _rows([0.5 + 0.1 * seed] * 12, repeats=4, seed=int(rng.integers(99)))]
+    report = tk.delta_report(before, after, train_runs="after", alpha=0.1, by=False)
+    target = report["pass_at_1"]
+    ax = delta_forest(report).axes[0]
+    segment = [line for line in ax.get_lines() if line.get_marker() != "o" and len(line.get_xdata()) == 2
+               and line.get_ydata()[0] == line.get_ydata()[1]][0]
+    np.testing.assert_allclose(segment.get_xdata(), target.ci)
+    assert target.ci != target.task_ci
+    assert "90% interval" in ax.get_xlabel()
+
+
+def test_delta_forest_draws_a_compare_runs_result_at_its_level():
+    before = _rows([0.2] * 10, repeats=4)
+    after = _rows([0.9] * 10, repeats=4, seed=3)
+    comparison = tk.compare_runs(before, after, level=0.8)
+    ax = delta_forest(comparison).axes[0]
+    assert [t.get_text() for t in ax.get_yticklabels()] == [f"pass_at_1  n={comparison.n_paired}"]
+    marker = [line for line in ax.get_lines() if line.get_marker() == "o"][0]
+    assert marker.get_xdata()[0] == pytest.approx(comparison.delta)
+    assert "80% interval" in ax.get_xlabel()

@@ -120,3 +120,10 @@ def test_group_signal_empty_and_singletons():
     assert "no rows" in tk.group_signal([]).note
     singles = tk.group_signal([{"scenario_id": t, "reward": 1} for t in "abc"])
     assert singles.mixed_rate is None and "repeats" in singles.note
+
+
+def test_bad_level_is_refused_even_with_too_few_tasks_for_an_interval():
+    with pytest.raises(tk.ConfigError, match="level"):
+        tk.metric_summary([{"task_id": "a", "reward": 1}], "reward", level=3)
+    with pytest.raises(tk.ConfigError, match="n_resamples"):
+        tk.metric_summary([], "reward", n_resamples=-1)

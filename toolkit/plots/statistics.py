@@ -93,6 +93,13 @@ def _forest_frame(report: Any):
         frame = report
     elif hasattr(report, "to_pandas"):
         frame = report.to_pandas()
+    elif all(hasattr(report, name) for name in ("metric", "delta", "ci", "verdict", "n_paired")):
+        # A compare_runs Comparison: one line.
+        low, high = report.ci if report.ci is not None else (None, None)
+        frame = pd.DataFrame([{
+            "metric": report.metric, "delta": report.delta, "ci_low": low, "ci_high": high,
+            "verdict": report.verdict, "n_paired": report.n_paired,
+        }])
     else:
         raise TypeError(
             f"report is a {type(report).__name__}; expected a delta_report / compare_runs result "
@@ -164,7 +171,12 @@ def delta_forest(report: Any, *, title: str | None = None, width: float = 5.5) -
     ax.axvline(0.0, color=PALETTE["black"], linewidth=0.8)
     ax.set_yticks(range(n))
     ax.set_yticklabels(list(reversed(labels)))
-    ax.set_xlabel("after − before, 95% interval (solid: difference detected)")
+    # A DeltaReport's intervals are at 1 - alpha, a Comparison's at its level; a bare table
+    # is assumed to be at 95%.
+    alpha, level = getattr(report, "alpha", None), getattr(report, "level", None)
+    if not isinstance(level, float):
+        level = 1.0 - alpha if isinstance(alpha, float) else 0.95
+    ax.set_xlabel(f"after − before, {level:.0%} interval (solid: difference detected)")
     ax.grid(axis="y", visible=False)
     ax.set_title(title or "Paired change per metric")
     return figure

@@ -213,6 +213,9 @@ def judge_agreement(
     ``gold_kind`` comes from the gold rows' ``label_source``.
     """
     rows = as_row_list(rows)
+    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
+        # Checked up front: with no labelled pairs no interval is computed to catch it.
+        raise ConfigError(f"level must be a number strictly between 0 and 1; got {level!r}")
     if not isinstance(judge, str):
         raise TypeError(f"judge must be a field name (str); got {type(judge).__name__}")
     pairs: list[tuple[int, int, str]] = []  # (judge, gold, kind)

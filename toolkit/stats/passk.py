@@ -41,7 +41,7 @@ from toolkit._coerce import as_row_list
 from toolkit._errors import ConfigError
 from toolkit._keys import REWARD_FIELDS, binary_reward, task_key
 from toolkit._results import Result
-from toolkit.stats.resampling import MIN_UNITS_FOR_INTERVAL, bootstrap_ci
+from toolkit.stats.resampling import MIN_UNITS_FOR_INTERVAL, _check_count, _check_level, _generator, bootstrap_ci
 
 __all__ = [
     "pass_at",
@@ -394,6 +394,11 @@ def pass_at(
         raise ConfigError(f"k must be an integer >= 1 or None; got {k!r}")
     if isinstance(min_k, bool) or not isinstance(min_k, (int, np.integer)) or min_k < 1:
         raise ConfigError(f"min_k must be an integer >= 1; got {min_k!r}")
+    # Checked up front: with fewer than 3 tasks no bootstrap runs, and a bad level would
+    # otherwise pass silently until the data grows.
+    level = _check_level(level)
+    n_resamples = _check_count(n_resamples, "n_resamples")
+    _generator(seed)
     config = run_config(rows)
 
     groups: dict[str, list[int]] = {}

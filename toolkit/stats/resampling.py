@@ -218,10 +218,10 @@ def _as_values(values: Any, name: str) -> np.ndarray:
     if array.ndim == 0:
         raise TypeError(f"{name} must be a 1-D sequence of numbers, got a scalar")
     if array.ndim != 1:
-        raise ValueError(f"{name} must be 1-D (one number per task); got shape {array.shape}")
+        raise ConfigError(f"{name} must be 1-D (one number per task); got shape {array.shape}")
     bad = np.flatnonzero(~np.isfinite(array))
     if bad.size:
-        raise ValueError(
+        raise ConfigError(
             f"{name}[{int(bad[0])}] is {array[bad[0]]}; every value must be finite "
             "(drop or fill missing tasks before resampling)"
         )

@@ -27,7 +27,7 @@ from toolkit._errors import ConfigError, unknown_name_message
 from toolkit._keys import binary_reward, numeric_reward, task_key
 from toolkit._results import Result
 from toolkit.stats.passk import pass_at
-from toolkit.stats.resampling import MIN_UNITS_FOR_INTERVAL, bootstrap_ci
+from toolkit.stats.resampling import MIN_UNITS_FOR_INTERVAL, _check_count, _check_level, bootstrap_ci
 
 __all__ = [
     "metric_summary",
@@ -148,6 +148,9 @@ def metric_summary(
     valid ones. Empty input returns a result with a note.
     """
     rows = as_row_list(rows)
+    # Checked up front, not only when 3+ tasks reach the bootstrap.
+    level = _check_level(level)
+    n_resamples = _check_count(n_resamples, "n_resamples")
     grouped, skipped, resolved = per_task_values(rows, metric)
     tasks = sorted(grouped)
     values = [value for task in tasks for value in grouped[task]]
