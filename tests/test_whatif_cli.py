@@ -148,3 +148,17 @@ def test_diff(workdir, capsys):  # fact 34
 def test_bare_whatif_prints_help(workdir, capsys):
     assert main(["whatif"]) == 2
     assert "fork" in capsys.readouterr().out
+
+
+def test_environment_errors_exit_2_without_traceback(workdir, capsys):
+    # a cache directory that cannot exist and a source path that is a folder: setup failures
+    (workdir / "blocker").write_text("a file where a directory should be")
+    make_config(workdir, ship_rows(), scorer={"cache_mode": "on", "cache_dir": "blocker/cache"})
+    result = cli(workdir, "fork")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "scorer.cache_dir 'blocker/cache' cannot hold the score cache" in result.stderr
+    (workdir / "folder").mkdir()
+    make_config(workdir, ship_rows(), source={"path": "folder"})
+    assert main(["whatif", "fork"]) == 2  # in process: an OSError escaping main() would fail here
+    assert "is not a file" in capsys.readouterr().err
+    assert not (workdir / "reports").exists()

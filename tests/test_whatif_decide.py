@@ -97,6 +97,7 @@ def test_regression_check_ignores_failure_logic():  # fact 27, §11.8
 def test_floor_rules_and_absent_cohorts():
     empty = decide({}, Policy())
     assert [f.rule for f in empty.floor_failures] == ["required_cohort_present", "required_cohort_present"]
+    assert str(empty.floor_failures[0]) == "required failure cohort is absent: no trace was selected into it"
     assert [f.code for f in empty.findings].count("required_cohort_absent") == 2
     partial = decide({"failure": cohort("failure", [0.2] * 4, selected=10, replayed=4),
                       "baseline": cohort("baseline", [0.0] * 10)}, Policy())

@@ -176,10 +176,6 @@ def test_setup_failures_are_toolkit_errors(fixture_dir):
     missing_module = config_for(path, fixture_dir, target={"runner": "python:no_such_module_xyz:run"})
     with pytest.raises(tk.whatif.SetupError, match="cannot import"):
         tk.whatif.fork(missing_module)
-    inspect_ai = config_for(path, fixture_dir, scorer={"adapter": "inspect_ai", "score_fn": f"python:{FIXTURE_MODULE}:score",
-                                                       "judge_provider": "p", "judge_model_id": "m", "rubric_id": "r", "rubric_text": "t"})
-    with pytest.raises(tk.whatif.SetupError, match="not available in this build"):
-        tk.whatif.fork(inspect_ai)
     absent = config_for(fixture_dir / "absent.jsonl", fixture_dir)
     with pytest.raises(tk.whatif.SetupError, match="does not exist"):
         tk.whatif.fork(absent)
@@ -457,6 +453,10 @@ def test_stub_scorer_discloses_fields_it_does_not_read():
     verdict = tk.whatif.fork(config)
     unused = next(f for f in verdict.findings if f.code == "settings_unused")
     assert unused.details["fields"] == "judge_model_id, rubric_text"
+    # a score_fn or scoring_parameters under the stub are not read either: said, not swallowed
+    config["scorer"].update(score_fn="python:toolkit.whatif.examples:grounding_score", scoring_parameters={"temperature": 0})
+    unused = next(f for f in tk.whatif.fork(config).findings if f.code == "settings_unused")
+    assert unused.details["fields"] == "score_fn, judge_model_id, rubric_text, scoring_parameters"
     assert "stub_scorer_in_use" in verdict.codes()
     assert verdict.cohort("failure").improved == 6  # the async example runner, replayed in parallel
 
@@ -471,3 +471,162 @@ def test_score_values_accepted_and_refused():
     assert _normalise_score({"score": 0.5, "rationale": "ok"})[:2] == (0.5, "ok")
     for bad in (None, "0.5", float("nan"), 1.5, -0.1, {"rationale": "no score"}):
         assert _normalise_score(bad)[2] is not None
+
+
+# --- audit additions: cache contents, lock file, write failures, async scorer, setup errors ---------
+
+
+def test_cache_entry_keys_every_component_and_holds_no_user_text(fixture_dir):
+    rows = plain_rows()
+    rows[0]["prompt"] = "PRIVATE-QUESTION about account 4711"
+    path = write_rows(fixture_dir / "traces.jsonl", rows)
+    config = config_for(path, fixture_dir, scorer={
+        "cache_mode": "on", "judge_provider": "acme", "judge_model_id": "judge-1", "judge_model_snapshot": "judge-1-2026",
+        "rubric_id": "grounded-v1", "rubric_text": "PRIVATE-RUBRIC", "scoring_parameters": {"temperature": 0.0}})
+    tk.whatif.fork(config)
+    entries = sorted((fixture_dir / "cache" / "entries").rglob("*.json"))
+    assert len(entries) == 24
+    for entry in entries:
+        assert all(c in "0123456789abcdef" for c in entry.stem) and len(entry.stem) == 64
+    stored = json.loads(entries[0].read_text())
+    parts = stored["components"]
+    assert {"adapter", "score_fn", "score_fn_source", "judge_provider", "judge_model_id", "judge_model_snapshot",
+            "rubric_id", "rubric_hash", "scoring_parameters_hash", "case"} <= set(parts)
+    assert {"trace_id", "which", "input_hash", "output_hash", "tools_hash", "metadata_hash"} == set(parts["case"])
+    assert (parts["judge_model_id"], parts["judge_model_snapshot"]) == ("judge-1", "judge-1-2026")
+    import hashlib
+
+    assert parts["rubric_hash"] == hashlib.sha256(b"PRIVATE-RUBRIC").hexdigest()
+    text = "".join(e.read_text() for e in entries)
+    assert "PRIVATE-QUESTION" not in text and "PRIVATE-RUBRIC" not in text
+    # each judge field is part of the key: changing one rescoring everything
+    for field, value in (("judge_model_id", "judge-2"), ("judge_provider", "other"), ("rubric_id", "grounded-v2")):
+        before = scorer_calls()
+        tk.whatif.fork({**config, "scorer": {**config["scorer"], field: value}})
+        assert scorer_calls() - before == 24, field
+
+
+def test_trace_metadata_change_invalidates_cache_entries(fixture_dir):
+    rows = plain_rows()
+    path = write_rows(fixture_dir / "traces.jsonl", rows)
+    config = config_for(path, fixture_dir, scorer={"cache_mode": "on"})
+    tk.whatif.fork(config)
+    rows[0]["team"] = "payments"  # same texts, new metadata the score function can read
+    write_rows(fixture_dir / "traces.jsonl", rows)
+    before = scorer_calls()
+    tk.whatif.fork(config)
+    assert scorer_calls() - before == 2  # the original and replayed output of that one trace
+
+
+def test_lock_file_names_the_holder_during_the_run_and_is_freed_after(fixture_dir):
+    import fcntl
+    import os
+    import socket
+    import sys
+
+    module = sys.modules[FIXTURE_MODULE]
+    seen = []
+
+    def spying_score(case):
+        seen.append(json.loads((fixture_dir / "cache" / ".lock").read_text()))
+        return module.score(case)
+
+    module.spying_score = spying_score
+    verdict = fork_rows(fixture_dir, plain_rows(), scorer={"cache_mode": "on", "score_fn": f"python:{FIXTURE_MODULE}:spying_score"})
+    assert verdict.state == "ship" and seen
+    assert seen[0]["pid"] == os.getpid() and seen[0]["hostname"] == socket.gethostname() and seen[0]["started_at"]
+    with open(fixture_dir / "cache" / ".lock", "a+") as handle:  # free: another run can take it
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+    # modes that never write take no lock, so a held lock does not block them
+    with open(fixture_dir / "cache" / ".lock", "a+") as holder:
+        fcntl.flock(holder.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        assert fork_rows(fixture_dir, plain_rows(), scorer={"cache_mode": "read_only"}).state == "ship"
+        assert fork_rows(fixture_dir, plain_rows(), scorer={"cache_mode": "refresh"}).codes()[0] == "cache_lock_unavailable"
+
+
+def test_unwritable_cache_dir_is_a_setup_error(fixture_dir):
+    blocker = fixture_dir / "not_a_dir"
+    blocker.write_text("a file where the cache directory should go")
+    with pytest.raises(tk.whatif.SetupError, match="cache_dir"):
+        fork_rows(fixture_dir, plain_rows(), scorer={"cache_mode": "on", "cache_dir": str(blocker / "cache")})
+    # cache_mode off never touches the directory
+    assert fork_rows(fixture_dir, plain_rows(), scorer={"cache_mode": "off", "cache_dir": str(blocker / "cache")}).state == "ship"
+
+
+def test_cache_write_failure_keeps_the_scores_and_is_disclosed(fixture_dir):
+    cache_dir = fixture_dir / "cache"
+    cache_dir.mkdir()
+    (cache_dir / "entries").write_text("a file where the entry buckets should go")
+    verdict = fork_rows(fixture_dir, plain_rows(), scorer={"cache_mode": "on"})
+    assert verdict.state == "ship" and verdict.cache["writes"] == 0 and verdict.cache["write_errors"] == 24
+    finding = next(f for f in verdict.findings if f.code == "cache_write_failed")
+    assert finding.severity == "degrades_trust" and finding.details["count"] == 24 and finding.next_steps
+
+
+def test_async_scorer_works_inside_a_running_event_loop(fixture_dir):
+    import sys
+
+    module = sys.modules[FIXTURE_MODULE]
+
+    async def async_score(case):
+        await asyncio.sleep(0)
+        return module.score(case)
+
+    module.async_score = async_score
+    path = write_rows(fixture_dir / "traces.jsonl", plain_rows(6, 6))
+    config = config_for(path, fixture_dir, target={"runner": f"python:{FIXTURE_MODULE}:run_async"},
+                        scorer={"score_fn": f"python:{FIXTURE_MODULE}:async_score"})
+
+    async def notebook_cell():
+        asyncio.get_running_loop()  # we are inside a running loop, as in a Jupyter cell
+        return tk.whatif.fork(config)
+
+    verdict = asyncio.run(notebook_cell())
+    assert verdict.state == "ship" and verdict.failures == () and verdict.cohort("failure").scored == 6
+
+
+def test_runner_that_swallows_a_cache_miss_still_fails_the_trace(fixture_dir):
+    import sys
+
+    module = sys.modules[FIXTURE_MODULE]
+
+    def swallowing(trace_input, replay_config, tool_cache):
+        try:
+            tool_cache.lookup("web_search", {"q": "live call"})
+        except LookupError:
+            pass  # a careless runner answers without the tool output
+        return module.run(trace_input, replay_config, tool_cache)
+
+    module.swallowing = swallowing
+    verdict = fork_rows(fixture_dir, plain_rows(), target={"runner": f"python:{FIXTURE_MODULE}:swallowing"})
+    assert {r.code for r in verdict.failures} == {"tool_cache_miss"} and len(verdict.failures) == 12
+    assert verdict.state == "inconclusive"
+
+
+def test_source_path_that_is_a_directory_is_a_setup_error(fixture_dir):
+    (fixture_dir / "folder").mkdir()
+    with pytest.raises(tk.whatif.SetupError, match="is not a file"):
+        tk.whatif.fork(config_for(fixture_dir / "folder", fixture_dir))
+
+
+def test_async_runner_that_blocks_its_loop_cannot_hang_the_run(fixture_dir):
+    import sys
+
+    module = sys.modules[FIXTURE_MODULE]
+
+    async def blocking(trace_input, replay_config, tool_cache):
+        if trace_input.trace_id == "f-00":
+            time.sleep(6.0)  # a sync call inside async def: wait_for cannot cancel it
+        return module.run(trace_input, replay_config, tool_cache)
+
+    module.blocking = blocking
+    started = time.perf_counter()
+    verdict = fork_rows(fixture_dir, plain_rows(), target={"runner": f"python:{FIXTURE_MODULE}:blocking"},
+                        timeouts={"replay_seconds": 0.3})
+    elapsed = time.perf_counter() - started
+    # bound: (ceil(12 / 4) + 1) x 0.3 s + 1 s = 2.2 s, well before the 6 s block ends
+    assert elapsed < 5.0
+    codes = {r.trace_id: r.code for r in verdict.failures}
+    assert codes["f-00"] == "runner_timeout" and set(codes.values()) == {"runner_timeout"}
+    assert "abandoned_calls" in verdict.codes()

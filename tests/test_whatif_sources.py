@@ -291,3 +291,16 @@ def test_langfuse_custom_tag_and_key_variables(langfuse_server, monkeypatch):
                           "secret_key_env": "MY_SK", "failure_tag": "prod"})
     traces = load_traces(config.source)
     assert [t.cohort for t in traces] == ["baseline"] * 6 + ["failure"] * 6
+
+
+def test_phoenix_provider_yielding_non_spans_is_a_setup_error(tmp_path, monkeypatch):
+    install_fixture(tmp_path, monkeypatch)
+    (tmp_path / "phoenix_bad.py").write_text("def get_spans():\n    return [{'context': {'trace_id': 't'}}, 'not a span']\n")
+    with pytest.raises(tk.whatif.SetupError, match="item 1 is a str"):
+        tk.whatif.fork(base_config({"adapter": "phoenix", "spans_provider": "python:phoenix_bad:get_spans"}))
+
+
+def test_missing_relative_source_path_names_the_directory(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(tk.whatif.SetupError, match="relative paths resolve against the current directory"):
+        tk.whatif.fork(base_config({"adapter": "jsonl", "path": "nowhere.jsonl"}))

@@ -58,7 +58,9 @@ The reference's shortfalls (whatif.md §11) and how this package fixes them:
    ``max_ci_width`` is enforced (``ci_too_wide``, blocks_ship), ``score_seconds`` bounds
    each scoring call, each profile changes what the reports contain, each cache mode changes
    reads/writes; a source field of another adapter is refused at load; the stub scorer
-   discloses judge fields it does not read (``settings_unused``). Tests prove each effect.
+   discloses every scorer field it does not read (judge fields, ``score_fn``,
+   ``scoring_parameters``) and the inspect_ai adapter the judge fields a scorer cannot take
+   (``settings_unused``). Tests prove each effect.
 5. *Cache not wired.* The score cache is used by ``fork``: key over scorer, score-function
    source, judge, rubric text, parameters and the case; a flock-based lock; a held lock
    or a corrupt entry makes the verdict Inconclusive with ``cache_lock_unavailable`` /
@@ -83,12 +85,15 @@ The reference's shortfalls (whatif.md §11) and how this package fixes them:
 Other differences: an unknown ``source.adapter`` fails at config load with a suggestion (the
 reference failed later at setup); ``auto`` cache mode outside CI means no cache (fresh scores
 while iterating); no ``exec:`` runner lane, no Datadog source, no ``report-migrate`` or
-``cache`` sub-commands. The ``inspect_ai`` scorer is validated in the config (its five required
-fields) but not built: installing ``inspect_ai`` 0.3.285 into the project environment would
-downgrade ``python-dateutil`` (4.0 -> 2.9, used by pandas) and ``fsspec`` (used by dask) and
-pull ~45 packages, so it was not installed and the adapter could not be tested; ``fork``
-stops with a SetupError naming the alternative (``adapter: python`` with a ``score_fn``
-that calls any judge) instead of shipping an untested adapter. The Langfuse
+``cache`` sub-commands. The ``inspect_ai`` scorer adapter (``_inspect_ai``) runs Inspect AI
+scorers (``match()``, ``includes()``, ``model_graded_qa()``, custom ``@scorer``) on one output
+at a time; ``inspect_ai`` itself is optional and not installed by default, because 0.3.285
+requires ``fsspec<=2026.6.0`` and (through s3fs -> aiobotocore) ``python-dateutil<3``, so pip
+moves those two shared packages back (4.0.0 -> 2.9.0.post0 and 2026.9.0 -> 2026.6.0 in the
+environment this was built in; no toolkit requirement conflicts with the older versions).
+Without it, ``fork`` stops with a SetupError naming the install command. The adapter is tested
+against Inspect's own ``match()``/``includes()`` scorers offline; model-graded scorers' model
+calls are not exercised (no model API here). The Langfuse
 source is tested against recorded responses of its public API served by a local HTTP server
 in the tests, not against a live Langfuse.
 """

@@ -101,14 +101,20 @@ def fork(config: "WhatIfConfig | dict | str", profile: str | None = None) -> Ver
         run_findings.append(make_finding(
             "cache_mode_inferred", f"cache_mode auto resolved to 'on' because ${signal} is set",
             {"input_mode": "auto", "resolved_mode": mode, "env_signal": signal}))
+    unused = list(scorer.unused_fields)
     if scorer.adapter == "stub":
         run_findings.append(make_finding(
             "stub_scorer_in_use", "scored with the offline stub scorer (tool-output grounding), not a rubric judge"))
+        # everything the stub does not read is disclosed, score_fn and parameters included
         unused = config.scorer.judge_fields_set()
-        if unused:
-            run_findings.append(make_finding(
-                "settings_unused", f"the stub scorer does not read scorer.{', scorer.'.join(unused)}",
-                {"fields": ", ".join(unused)}))
+        if config.scorer.score_fn is not None:
+            unused.insert(0, "score_fn")
+        if config.scorer.scoring_parameters:
+            unused.append("scoring_parameters")
+    if unused:
+        run_findings.append(make_finding(
+            "settings_unused", f"the {scorer.adapter} scorer does not read scorer.{', scorer.'.join(unused)}",
+            {"fields": ", ".join(unused)}))
     for name, chosen in selection.items():
         if chosen.truncated:
             run_findings.append(make_finding(
@@ -161,6 +167,11 @@ def fork(config: "WhatIfConfig | dict | str", profile: str | None = None) -> Ver
         run_findings.append(make_finding(
             "abandoned_calls", f"{abandoned} runner/scorer call(s) outlived their timeout on background threads",
             {"count": abandoned}))
+
+    if cache.write_errors:
+        run_findings.append(make_finding(
+            "cache_write_failed", f"{cache.write_errors} score(s) could not be written to the score cache",
+            {"count": cache.write_errors, "first_error": cache.first_write_error}))
 
     cohorts = {}
     trace_results = []

@@ -19,8 +19,8 @@ mode         reads stored scores            writes new scores
 Key: SHA-256 of the canonical JSON of the key components (cache key version, scorer
 adapter, score-function reference and a hash of its source code, judge provider, model id
 and snapshot, rubric id, a hash of the rubric text, a hash of the scoring parameters, and the
-case: trace id, which output, a hash of the input, of the output text and of the recorded
-tool calls). Any change is a miss. File names hold hex only, never user text.
+case: trace id, which output, a hash of the input, of the output text, of the recorded
+tool calls and of the trace metadata the score function sees). Any change is a miss. File names hold hex only, never user text.
 
 Lock: ``<root>/.lock`` held with ``fcntl.flock`` (exclusive, non-blocking) for a writing run;
 its content records pid, host and start time. A lock held by another live process makes the
@@ -28,6 +28,12 @@ run Inconclusive with finding ``cache_lock_unavailable`` (the kernel drops a dea
 flock, so there is no stale-lock takeover to get wrong). An entry that does not parse or lacks
 its fields makes the run Inconclusive with ``cache_corruption_detected`` naming the file.
 Writes go to a temp file and ``os.replace`` (the reference wrote in place).
+
+A cache directory that cannot be created or locked (a read-only or missing parent) is a
+setup failure (:class:`toolkit.whatif.SetupError`, exit 2, no traceback) raised before any
+replay. A single entry that cannot be written later (disk full) does not stop the run: the
+score is kept, the failure is counted (``write_errors``) and disclosed as the finding
+``cache_write_failed``.
 """
 
 from __future__ import annotations
@@ -77,7 +83,8 @@ class ScoreCache:
     def __init__(self, root: str | Path, mode: str):
         self.root = Path(root)
         self.mode = mode
-        self.hits = self.misses = self.writes = 0
+        self.hits = self.misses = self.writes = self.write_errors = 0
+        self.first_write_error: str | None = None
         self._lock_handle = None
 
     @property
@@ -99,8 +106,17 @@ class ScoreCache:
             return
         import fcntl
 
-        self.root.mkdir(parents=True, exist_ok=True)
-        handle = open(self.lock_path, "a+", encoding="utf-8")
+        from toolkit.whatif.sources import SetupError
+
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            handle = open(self.lock_path, "a+", encoding="utf-8")
+        except OSError as error:
+            raise SetupError(
+                f"scorer.cache_dir {str(self.root)!r} cannot hold the score cache "
+                f"({type(error).__name__}: {error}); point cache_dir at a writable directory "
+                f"or use cache_mode: off"
+            ) from None
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -172,7 +188,6 @@ class ScoreCache:
         if not self.writes_enabled:
             return
         path = self._path(key)
-        path.parent.mkdir(parents=True, exist_ok=True)
         entry = {
             "cache_schema_version": CACHE_SCHEMA_VERSION,
             "key": key,
@@ -182,8 +197,16 @@ class ScoreCache:
             "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         }
         temporary = path.with_suffix(f".{os.getpid()}.tmp")
-        temporary.write_text(json.dumps(entry, sort_keys=True), encoding="utf-8")
-        os.replace(temporary, path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            temporary.write_text(json.dumps(entry, sort_keys=True), encoding="utf-8")
+            os.replace(temporary, path)
+        except OSError as error:
+            # the score itself is good; losing its cache entry only costs a rescore later
+            self.write_errors += 1
+            if self.first_write_error is None:
+                self.first_write_error = f"{path}: {type(error).__name__}: {error}"
+            return
         self.writes += 1
 
     def summary(self) -> dict[str, Any]:
@@ -194,4 +217,5 @@ class ScoreCache:
             "hits": self.hits,
             "misses": self.misses,
             "writes": self.writes,
+            "write_errors": self.write_errors,
         }

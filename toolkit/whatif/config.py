@@ -15,9 +15,9 @@ Where we differ from the reference loader (whatif.md §6):
 - a source field that belongs to another adapter (``path`` with ``adapter: stub``) is rejected,
   because a field that is accepted and then ignored is a silent no-op;
 - cohort ``filter`` strings are parsed at load time, so a typo in a clause name fails early;
-- the scorer adapter ``python`` (any ``python:`` callable) exists besides ``stub``; the
-  ``inspect_ai`` adapter is validated (its five required fields) but not built in this
-  version (see the package docstring), and ``fork`` says so at setup rather than pretending;
+- the scorer adapter ``python`` (any ``python:`` callable) exists besides ``stub`` and
+  ``inspect_ai`` (its five required fields validated here; the adapter, which needs the
+  optional ``inspect_ai`` package, is ``toolkit.whatif._inspect_ai``);
 - the stub scorer tolerates the judge fields as the spec asks (so a block can be retargeted),
   but the run discloses them as unused (finding ``settings_unused``) instead of staying silent.
 """

@@ -90,6 +90,7 @@ FINDING_SEVERITY = {
     "cache_mode_inferred": "info",
     "selection_truncated": "info",
     "abandoned_calls": "degrades_trust",
+    "cache_write_failed": "degrades_trust",
     "stub_scorer_in_use": "degrades_trust",
     "baseline_unverified": "degrades_trust",
     "settings_unused": "info",
@@ -163,6 +164,11 @@ FIX_SUGGESTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
         "Some calls ran past their timeout and were abandoned on background threads.",
         ("Give the runner or scorer its own I/O timeouts shorter than timeouts.*_seconds.",),
     ),
+    "cache_write_failed": (
+        "Some scores could not be written to the score cache.",
+        ("The verdict used the fresh scores; only later reruns lose those cache hits.",
+         "Check the free space and permissions of scorer.cache_dir (the first error is in the finding's details)."),
+    ),
     "stub_scorer_in_use": (
         "The offline stub scorer measures tool-output grounding only.",
         ("Use scorer.adapter: python with a score_fn that implements your rubric before trusting a verdict.",),
@@ -221,6 +227,9 @@ class FloorFailure(Result):
     threshold: Any
 
     def __str__(self) -> str:
+        if self.rule == "required_cohort_present":
+            # "requires 1, observed absent" reads badly in a CI line; say what happened
+            return f"required {self.cohort} cohort is absent: no trace was selected into it"
         where = f"{self.cohort} cohort" if self.cohort else "run"
         return f"{where} below floor: {self.rule} requires {self.threshold}, observed {self.observed}"
 

@@ -19,6 +19,9 @@ Execution (:func:`run_bounded`) fixes the reference's Jupyter problems (whatif.m
 - a sync call over budget is abandoned, not killed (Python cannot kill a thread): it runs on
   a daemon thread, its result is discarded, and the count of abandoned calls is reported so
   a user sees that runners should set their own I/O timeouts;
+- an ``async def`` runner that blocks its event loop (a sync call inside it) cannot be
+  cancelled either; the async batch gets a wall-clock bound of (waves + 1) timeouts, after
+  which unfinished calls are timeouts and counted as abandoned instead of hanging the run;
 - trace metadata reaches the runner (``TraceInput.metadata``).
 Every per-trace problem becomes a :class:`FailureRecord` with its own code; nothing crashes.
 """
@@ -157,7 +160,9 @@ async def _await(awaitable):
     return await awaitable
 
 
-def _run_async_jobs(jobs, timeout: float, max_workers: int) -> dict:
+def _run_async_jobs(jobs, timeout: float, max_workers: int) -> tuple[dict, int]:
+    done: dict[Any, CallOutcome] = {}
+
     async def main():
         gate = asyncio.Semaphore(max_workers)
 
@@ -169,28 +174,39 @@ def _run_async_jobs(jobs, timeout: float, max_workers: int) -> dict:
                 except TimeoutError as error:
                     elapsed = time.perf_counter() - started
                     status = "timeout" if elapsed >= timeout * 0.999 else "error"
-                    return key, CallOutcome(status, None, error, elapsed)
+                    done[key] = CallOutcome(status, None, error, elapsed)
                 except Exception as error:
-                    return key, CallOutcome("error", None, error, time.perf_counter() - started)
-                return key, CallOutcome("ok", value, None, time.perf_counter() - started)
+                    done[key] = CallOutcome("error", None, error, time.perf_counter() - started)
+                else:
+                    done[key] = CallOutcome("ok", value, None, time.perf_counter() - started)
 
-        return await asyncio.gather(*(one(*job) for job in jobs))
+        await asyncio.gather(*(one(*job) for job in jobs))
 
     box: dict[str, Any] = {}
 
     def target():
         try:
-            box["value"] = asyncio.run(main())
+            asyncio.run(main())
         except BaseException as error:  # surfaced below, in the caller's thread
             box["error"] = error
 
     # A fresh loop on a worker thread works whether or not the caller's thread runs a loop.
     worker = threading.Thread(target=target, name="toolkit-whatif-async", daemon=True)
     worker.start()
-    worker.join()
+    # wait_for cannot interrupt an ``async def`` that blocks its loop (a sync HTTP call inside
+    # it); without a bound the whole run would hang. A loop that yields finishes within
+    # ceil(n / max_workers) timeouts; one more timeout and a second of slack cover scheduling.
+    waves = -(-len(jobs) // max_workers)
+    worker.join((waves + 1) * timeout + 1.0)
+    if worker.is_alive():
+        stuck = [key for key, _, _ in jobs if key not in done]
+        outcomes = dict(done)
+        for key in stuck:
+            outcomes[key] = CallOutcome("timeout", None, None, timeout)
+        return outcomes, len(stuck)
     if "error" in box:
         raise box["error"]
-    return dict(box["value"])
+    return dict(done), 0
 
 
 def _run_sync_jobs(jobs, timeout: float, max_workers: int) -> tuple[dict, int]:
@@ -245,7 +261,7 @@ def run_bounded(jobs, timeout: float, max_workers: int, is_async: bool) -> tuple
     if not jobs:
         return {}, 0
     if is_async:
-        return _run_async_jobs(jobs, timeout, max_workers), 0
+        return _run_async_jobs(jobs, timeout, max_workers)
     return _run_sync_jobs(jobs, timeout, max_workers)
 
 

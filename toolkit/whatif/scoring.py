@@ -15,8 +15,10 @@ Scorers:
   ``{"score": x, "rationale": "..."}``, or an object with ``.score``. Anything else, ``None``,
   NaN or a value outside [0, 1] is ``scorer_invalid_output``; an exception is
   ``scorer_failed``; over ``timeouts.score_seconds`` is ``scorer_timeout``.
-- ``inspect_ai``: validated in the config; not built in this version (see the package
-  docstring for why), so ``fork`` raises SetupError rather than run an untested adapter.
+- ``inspect_ai``: an Inspect AI scorer (``match()``, ``includes()``, ``model_graded_qa()``, your
+  own ``@scorer``) adapted in ``_inspect_ai`` (how a case becomes an Inspect sample and a
+  ``Target``, how ``Score.value`` becomes a number). ``inspect_ai`` is an optional package;
+  without it ``fork`` raises SetupError naming the install command.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ from typing import Any
 from toolkit._hashing import canonical_json, sha256_hex
 from toolkit.whatif.cache import ScoreCache
 from toolkit.whatif.replay import FailureRecord, _cut, is_async_callable, run_bounded
-from toolkit.whatif.sources import SetupError, resolve_reference
+from toolkit.whatif.sources import resolve_reference
 
 __all__ = ["ScoreCase", "Scorer", "PairScores", "build_scorer", "stub_score", "score_pairs"]
 
@@ -85,10 +87,13 @@ class Scorer:
     function: Any
     reference: str | None
     function_hash: str
+    extra_key: dict[str, Any] = dataclasses.field(default_factory=dict)
+    unused_fields: tuple[str, ...] = ()
 
     def key_components(self, config) -> dict[str, Any]:
         scorer = config.scorer
         return {
+            **self.extra_key,
             "adapter": self.adapter,
             "score_fn": self.reference,
             "score_fn_source": self.function_hash,
@@ -106,11 +111,10 @@ def build_scorer(config) -> Scorer:
     if scorer.adapter == "stub":
         return Scorer("stub", stub_score, None, sha256_hex(inspect.getsource(stub_score))[:16])
     if scorer.adapter == "inspect_ai":
-        raise SetupError(
-            "scorer.adapter 'inspect_ai' is not available in this build of toolkit.whatif "
-            "(the inspect_ai package is not part of the toolkit's environment); use adapter 'python' "
-            "with a score_fn that calls your judge"
-        )
+        from toolkit.whatif._inspect_ai import build_inspect_scorer
+
+        function, source_hash, extra_key, unused = build_inspect_scorer(scorer)
+        return Scorer("inspect_ai", function, scorer.score_fn, source_hash, extra_key, unused)
     function = resolve_reference(scorer.score_fn, "scorer.score_fn")
     try:
         source = inspect.getsource(function)
@@ -182,6 +186,8 @@ def score_pairs(traces, outputs, scorer: Scorer, config, cache: ScoreCache) -> P
                     "input_hash": sha256_hex(trace.user_message),
                     "output_hash": sha256_hex(text),
                     "tools_hash": sha256_hex(canonical_json(list(recorded))),
+                    # the score function also sees the trace metadata, so it is an input too
+                    "metadata_hash": sha256_hex(canonical_json(dict(trace.metadata))),
                 },
             }
             case_components[slot] = parts

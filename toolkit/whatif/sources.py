@@ -269,17 +269,25 @@ def _jsonl_traces(source) -> list[Trace]:
 
     path = source.option("path")
     if not os.path.exists(path):
-        raise SetupError(f"source.path {path!r} does not exist")
+        where = "" if os.path.isabs(path) else f" (relative paths resolve against the current directory {os.getcwd()})"
+        raise SetupError(f"source.path {path!r} does not exist{where}")
+    if not os.path.isfile(path):
+        raise SetupError(f"source.path {path!r} is not a file (a .jsonl rows file or a tau-bench .json results file)")
     fmt = source.option("format")
     if fmt == "auto":
-        with open(path, encoding="utf-8") as handle:
-            head = handle.read(1).strip() or " "
+        try:
+            with open(path, encoding="utf-8") as handle:
+                head = handle.read(1).strip() or " "
+        except (OSError, UnicodeDecodeError) as error:
+            raise SetupError(f"source.path {path!r} cannot be read: {type(error).__name__}: {error}") from None
         # tau-bench result files are one JSON array; rows files are JSON lines of objects
         fmt = "tau_bench" if head == "[" else "rows"
     try:
         rows = tk.read_tau_bench(path) if fmt == "tau_bench" else tk.read_rows(path)
     except ToolkitError as error:
         raise SetupError(f"source.path {path!r}: {error}") from None
+    except (OSError, UnicodeDecodeError) as error:
+        raise SetupError(f"source.path {path!r} cannot be read: {type(error).__name__}: {error}") from None
     label_field = source.option("label_field")
     failure_below = float(source.option("failure_below"))
     return [_trace_from_row(row, i, label_field, failure_below) for i, row in enumerate(rows)]
@@ -389,6 +397,11 @@ def _phoenix_traces(source) -> list[Trace]:
         spans = list(provider())
     except Exception as error:
         raise SetupError(f"source.spans_provider raised {type(error).__name__}: {error}") from None
+    bad = next((i for i, span in enumerate(spans) if not isinstance(span, Mapping)), None)
+    if bad is not None:
+        raise SetupError(
+            f"source.spans_provider must yield OpenInference span dicts; item {bad} is a {type(spans[bad]).__name__}"
+        )
     return phoenix_traces_from_spans(spans, source.option("label_field"))
 
 
@@ -455,6 +468,8 @@ def _langfuse_traces(source) -> list[Trace]:
     for summary in summaries:
         trace_id = str(summary.get("id"))
         detail = _langfuse_get(host, f"/api/public/traces/{urllib.parse.quote(trace_id, safe='')}", {}, auth)
+        if not isinstance(detail, Mapping):
+            raise SetupError(f"langfuse /api/public/traces/{trace_id}: expected a JSON object, got {type(detail).__name__}")
         tags = list(detail.get("tags") or summary.get("tags") or [])
         cohort = FAILURE if failure_tag in tags else BASELINE
         tools = []
