@@ -3,6 +3,7 @@
 import hashlib
 import json
 import math
+import re
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -104,10 +105,29 @@ def test_message_shaped_agent_is_single_turn():
     lost = tk.run_rollout(lambda message: {"steps": [], "final_text": ""}, PROMPT)
     assert lost["lost_reason"] == "empty_reply"
     assert tk.run_rollout(lambda message: "text", PROMPT)["lost_reason"] == "bad_reply"
-    odd_step = tk.run_rollout(lambda message: {"steps": [{"thought": "hm"}], "final_text": "ok"}, PROMPT)
-    assert odd_step["lost_reason"] == "bad_reply" and "steps" in odd_step["lost_detail"]
+
+
+
+def test_an_unmappable_step_never_loses_the_row():
+    good = {"tool": "get_order", "arguments": {"order_id": "X1"}, "result": {"status": "ok"}}
+    odd = {"steps": [{"thought": "hm"}, good, "free text", {"tool": "get_order", "arguments": "not json"}], "final_text": "ok"}
+    row = tk.run_rollout(lambda message: odd, PROMPT)
+    assert row["ended_by"] == "agent_done" and "lost_reason" not in row and row["final_text"] == "ok"
+    assert row["steps"] == [good, {"text": "ok"}]
+    assert [u["position"] for u in row["unmapped_steps"]] == [0, 2, 3]
+    assert "'user', 'tool' or 'text'" in row["unmapped_steps"][0]["error"] and "str" in row["unmapped_steps"][1]["error"]
+    assert "JSON object" in row["unmapped_steps"][2]["error"]
+    tk.validate_row(row)
+    json.dumps(row)  # the set-aside steps stay writable
+    # Arguments double-encoded as a JSON string of an object are decoded, and the step says so.
     double_encoded = {"steps": [{"tool": "get_order", "arguments": '{"order_id": "X1"}', "result": {}}], "final_text": "ok"}
-    assert tk.run_rollout(lambda message: double_encoded, PROMPT)["lost_reason"] == "bad_reply"
+    decoded = tk.run_rollout(lambda message: double_encoded, PROMPT)
+    assert decoded["ended_by"] == "agent_done" and decoded["steps"][0]["arguments"] == {"order_id": "X1"}
+    assert decoded["steps"][0]["arguments_decoded"] is True and "unmapped_steps" not in decoded
+    # Not even a list of steps: set aside, the answer kept; an object that is not JSON is kept as its repr.
+    weird = tk.run_rollout(lambda message: {"steps": {"a": object()}, "final_text": "fine"}, PROMPT)
+    assert weird["final_text"] == "fine" and weird["unmapped_steps"][0]["position"] is None
+    json.dumps(weird)
 
 
 def test_shape_detection_never_guesses():
@@ -230,3 +250,36 @@ def test_bad_options_are_refused():
         tk.run_rollout(honest, PROMPT, on_lost="ignore")
     with pytest.raises(tk.ConfigError, match="prompt"):
         tk.run_rollout(honest, "")
+
+
+def test_seeded_agent_with_the_template_person_end_to_end():
+    airline = [
+        {"type": "function", "function": {"name": "change_flight", "description": "Move a booking to another flight.",
+         "parameters": {"type": "object", "properties": {
+             "booking_id": {"type": "string", "description": "Confirmation code, e.g. QXR482."},
+             "new_flight_number": {"type": "string", "description": "Flight to move to, e.g. SW-1042."},
+             "date": {"type": "string", "description": "YYYY-MM-DD"}},
+             "required": ["booking_id", "new_flight_number", "date"]}}},
+        {"name": "ask_passenger", "kind": "human", "description": "Ask the passenger",
+         "parameters": {"type": "object", "properties": {"question": {"type": "string"}}, "required": ["question"]}},
+    ]  # fmt: skip
+    agent = tk.seeded_agent(airline, seed=1)
+    asked_and_answered = 0
+    for index in range(40):
+        situation = tk.Situation({"tool": "change_flight", "stance": "ordinary", "world_state": "exists",
+                                  "tool_condition": "success", "history": "fresh"})  # fmt: skip
+        row = tk.run_rollout(agent, "I need to change my flight QXR123.", situation=situation, rollout_index=index,
+                             avg_turns=12, patience="endless", timeout=None)  # fmt: skip
+        user_lines = [s["user"] for s in row["steps"] if "user" in s]
+        assert len(user_lines) == len(set(user_lines)), user_lines
+        for step in row["steps"]:
+            if step.get("tool") == "change_flight":
+                arguments = step["arguments"]
+                assert arguments["booking_id"] == "QXR123"
+                assert arguments["new_flight_number"] != arguments["booking_id"] != arguments["date"]
+                assert arguments["new_flight_number"] in ("the new flight number",) or re.fullmatch(r"SW-\d{4}", arguments["new_flight_number"])
+            if step.get("tool") == "ask_passenger" and "flight number" in step["arguments"]["question"]:
+                answer = step["result"].get("answer", "")
+                assert re.search(r"SW-\d{4}", answer), answer
+                asked_and_answered += 1
+    assert asked_and_answered >= 5

@@ -395,8 +395,17 @@ def test_reference_condition_names_are_aliases():
 def test_world_options_unknown_key_names_nearest_fields():
     with pytest.raises(tk.ConfigError, match="did you mean 'exists_share'"):
         tk.WorldOptions.from_dict({"exist_share": 0.5})
-    with pytest.raises(TypeError):
+    # The keyword constructor names the nearest field too (not a bare TypeError).
+    with pytest.raises(tk.ConfigError, match="did you mean 'exists_share'"):
         tk.WorldOptions(exist_share=0.5)
+    import dataclasses
+    import pickle
+
+    options = tk.WorldOptions(exists_share=0.25)
+    assert pickle.loads(pickle.dumps(options)) == options
+    assert dataclasses.replace(options, exists_share=0.5).exists_share == 0.5
+    with pytest.raises(tk.ConfigError, match="did you mean 'search_hits'"):
+        dataclasses.replace(options, search_hit=(1, 2))
 
 
 @pytest.mark.parametrize("field, value, fragment", [

@@ -266,3 +266,147 @@ def test_distribution_is_normalised_and_scores_agree(prompt, rate, temperature, 
         for outcome in outcomes[:5]:
             scored = agent.score(context + [outcome.message], privileged={"reference": "r"})[-1]
             assert scored == pytest.approx(outcome.logprob)
+
+
+# -------------------------------------------------------------------- schema-shaped arguments
+
+AIRLINE = [
+    {"type": "function", "function": {"name": "change_flight", "description": "Move a booking to another flight.",
+     "parameters": {"type": "object", "properties": {
+         "booking_id": {"type": "string", "description": "Confirmation code, e.g. QXR482."},
+         "new_flight_number": {"type": "string", "description": "Flight to move to, e.g. SW-1042."},
+         "date": {"type": "string", "description": "Date of the new flight, YYYY-MM-DD."}},
+         "required": ["booking_id", "new_flight_number", "date"]}}},
+    {"type": "function", "function": {"name": "cancel_booking", "description": "Cancel a booking.",
+     "parameters": {"type": "object", "properties": {
+         "booking_id": {"type": "string", "description": "Confirmation code, e.g. QXR482."},
+         "reason": {"type": "string", "enum": ["change_of_plans", "airline_cancelled", "medical", "other"]}},
+         "required": ["booking_id", "reason"]}}},
+    {"type": "function", "function": {"name": "search_flights", "description": "Search flights, numbers like SW-1042.",
+     "parameters": {"type": "object", "properties": {
+         "origin": {"type": "string", "description": "IATA code of the departure airport, e.g. LIS."},
+         "destination": {"type": "string", "description": "IATA code of the arrival airport, e.g. OSL."},
+         "date": {"type": "string", "format": "date"}},
+         "required": ["origin", "destination", "date"]}}},
+]  # fmt: skip
+
+
+def _next_weekday(name):
+    import datetime
+
+    today = datetime.date(2026, 1, 5)  # the documented fixed "today" (a Monday)
+    target = ["monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday"].index(name)
+    ahead = (target - today.weekday()) % 7 or 7
+    return (today + datetime.timedelta(days=ahead)).isoformat()
+
+
+def _calls(outcomes, name):
+    return [(json.loads(o.message["tool_calls"][0]["function"]["arguments"]), o.probability)
+            for o in outcomes if o.message.get("tool_calls") and o.message["tool_calls"][0]["function"]["name"] == name]
+
+
+def test_each_argument_takes_a_value_of_its_own_shape():
+    agent = tk.seeded_agent(AIRLINE)
+    context = [{"role": "user", "content": "Please change my flight ABC123 to flight SW-2210 on Friday."}]
+    calls = _calls(agent.distribution(context), "change_flight")
+    assert calls, "the matched tool must be callable"
+    for arguments, _ in calls:
+        assert arguments == {"booking_id": "ABC123", "new_flight_number": "SW-2210", "date": _next_weekday("friday")}
+    # Independent arithmetic: call 8 vs answer 0.5 (no argument is missing, so no ask), the named
+    # tool 8 vs each of the two others 1, and every argument has a single supported value.
+    assert sum(p for _, p in calls) == pytest.approx(8 / 8.5 * 8 / 10)
+
+
+def test_two_booking_codes_are_a_categorical_and_never_fill_other_arguments():
+    agent = tk.seeded_agent(AIRLINE)
+    context = [{"role": "user", "content": "Change my flight XYZ789 (or maybe ABC123) to SW-2210 on 2026-03-02."}]
+    calls = _calls(agent.distribution(context), "change_flight")
+    by_booking = {}
+    for arguments, probability in calls:
+        assert arguments["new_flight_number"] == "SW-2210" and arguments["date"] == "2026-03-02"
+        by_booking[arguments["booking_id"]] = by_booking.get(arguments["booking_id"], 0) + probability
+    # Rank weights 6 / 2 for the two codes, in the order the person wrote them.
+    p_tool = 8 / 8.5 * 8 / 10
+    assert by_booking == pytest.approx({"XYZ789": p_tool * 6 / 8, "ABC123": p_tool * 2 / 8})
+
+
+def test_enum_arguments_come_from_the_enum_with_named_values_favoured():
+    agent = tk.seeded_agent(AIRLINE)
+    context = [{"role": "user", "content": "Cancel my booking ABC123 please, it is for medical reasons."}]
+    calls = _calls(agent.distribution(context), "cancel_booking")
+    total = sum(p for _, p in calls)
+    by_reason = {}
+    for arguments, probability in calls:
+        assert arguments["booking_id"] == "ABC123"
+        by_reason[arguments["reason"]] = by_reason.get(arguments["reason"], 0) + probability / total
+    assert by_reason == pytest.approx({"medical": 8 / 11, "change_of_plans": 1 / 11, "airline_cancelled": 1 / 11, "other": 1 / 11})
+
+
+def test_places_and_dates_follow_the_parameter_form():
+    agent = tk.seeded_agent(AIRLINE)
+    context = [{"role": "user", "content": "find flights from lisbon to Oslo on thursday"}]
+    calls = _calls(agent.distribution(context), "search_flights")
+    assert calls and all(a == {"origin": "LIS", "destination": "OSL", "date": _next_weekday("thursday")} for a, _ in calls)
+
+
+def test_a_missing_argument_opens_the_ask_action_for_it():
+    agent = tk.seeded_agent(AIRLINE)
+    outcomes = agent.distribution([{"role": "user", "content": "Please change my flight ABC123."}])
+    asks = [o for o in outcomes if o.text.endswith("?")]
+    # call 8, answer 0.5, ask 6: the ask carries 6 / 14.5, and asks for the first missing argument.
+    assert math.fsum(o.probability for o in asks) == pytest.approx(6 / 14.5)
+    assert all("new flight number" in o.text for o in asks)
+    # Calling anyway sends the spoken name, which the world refuses as a placeholder.
+    for arguments, _ in _calls(outcomes, "change_flight"):
+        assert arguments["new_flight_number"] == "the new flight number" and arguments["date"] == "the date"
+        assert tk.World(AIRLINE, seed=0).call("change_flight", arguments)["reason"] == "placeholder_argument"
+
+
+def test_flight_numbers_listed_by_a_search_are_candidates():
+    agent = tk.seeded_agent(AIRLINE)
+    listed = {"status": "ok", "results": [{"id": "SW-1111"}, {"id": "SW-2222"}, {"id": "SW-3333"}, {"id": "SW-4444"}]}
+    context = [
+        {"role": "user", "content": "Find flights from Lisbon to Oslo on Friday"},
+        {"role": "assistant", "content": None, "tool_calls": [{"id": "c0", "type": "function", "function": {"name": "search_flights", "arguments": "{}"}}]},
+        {"role": "tool", "tool_call_id": "c0", "content": json.dumps(listed)},
+        {"role": "assistant", "content": "Done. search_flights returned: 4 records."},
+        {"role": "user", "content": "Great, move my flight booking ABC123 to one of those."},
+    ]
+    calls = _calls(agent.distribution(context), "change_flight")
+    total = sum(p for _, p in calls)
+    by_flight = {}
+    for arguments, probability in calls:
+        assert arguments["booking_id"] == "ABC123" and arguments["date"] == _next_weekday("friday")
+        by_flight[arguments["new_flight_number"]] = by_flight.get(arguments["new_flight_number"], 0) + probability / total
+    assert by_flight == pytest.approx({"SW-1111": 6 / 9, "SW-2222": 2 / 9, "SW-3333": 1 / 9})
+
+
+def test_shaped_arguments_keep_exact_logprobs_and_per_argument_tokens():
+    agent = tk.seeded_agent(AIRLINE, seed=3)
+    prompt = "Change my flight XYZ789 (or maybe ABC123) to SW-2210 on 2026-03-02."
+    checked = set()
+    for index in range(30):
+        row = tk.run_rollout(agent, prompt, world=tk.World(AIRLINE, seed=0), user=False, rollout_index=index, logprobs="tokens", timeout=None)
+        steps = [s for s in row["steps"] if "logprob" in s]
+        assert [s["logprob"] for s in steps] == pytest.approx(agent.score(row), abs=1e-12)
+        for step in steps:
+            assert math.fsum(t["logprob"] for t in step["tokens"]) == pytest.approx(step["logprob"], abs=1e-12)
+            if step.get("tool") == "change_flight":
+                checked.add(step["arguments"]["booking_id"])
+                token = next(t for t in step["tokens"] if t["token"].startswith("booking_id="))
+                # The booking code's own choice sits on its token: log 6/8 or log 2/8.
+                expected = math.log(6 / 8) if step["arguments"]["booking_id"] == "XYZ789" else math.log(2 / 8)
+                assert token["logprob"] == pytest.approx(expected)
+    assert checked == {"XYZ789", "ABC123"}  # both values were drawn, so both branches were checked
+
+
+def test_scores_stay_exact_with_the_template_person_and_faults():
+    agent = tk.seeded_agent(AIRLINE, seed=5)
+    reference = tk.seeded_agent(AIRLINE, seed=5, rate=0.1, temperature=1.5)
+    grid = list(tk.situation_grid(AIRLINE, "Never change a basic economy fare.", seed=0))[:16]
+    for index, situation in enumerate(grid):
+        prompt = tk.write_prompts(situation, 1, tools=AIRLINE)[0]
+        row = tk.run_rollout(agent, prompt, situation=situation, rollout_index=index, logprobs=True, fault_rate=0.7, timeout=None)
+        recorded = [s["logprob"] for s in row["steps"] if "logprob" in s]
+        assert recorded == pytest.approx(agent.score(row), abs=1e-9)
+        assert all(math.isfinite(v) for v in reference.score(row))  # the reference policy can produce every turn

@@ -1,5 +1,6 @@
 """The simulated person: patience numbers (reference §10 item 29), stance, turn cap, human tools."""
 
+import re
 import sys
 from pathlib import Path
 
@@ -125,3 +126,122 @@ def test_model_user_through_the_local_server():
         endless = tk.simulated_user(patience="endless", user_model=f"vllm:leaver@{server.url}")
         move = endless.respond(messages, prompt="Check my order", state=endless.new_state())
         assert move.action == "speak" and endless.fallbacks == 1
+
+
+# ---------------------------------------------------------- a person who reacts to the reply
+
+AIRLINE = [
+    {"type": "function", "function": {"name": "change_flight", "description": "Move a booking to another flight.",
+     "parameters": {"type": "object", "properties": {
+         "booking_id": {"type": "string", "description": "Confirmation code, e.g. QXR482."},
+         "new_flight_number": {"type": "string", "description": "Flight to move to, e.g. SW-1042."},
+         "date": {"type": "string", "description": "YYYY-MM-DD"}},
+         "required": ["booking_id", "new_flight_number", "date"]}}},
+]  # fmt: skip
+DOUBT = ("sure", "didn't", "doesn't", "isn't", "still", "not true")
+
+
+def _reply(user, prompt, agent_lines, index=0, state=None, tools=AIRLINE):
+    state = state or user.new_state(tools=tools)
+    messages = [{"role": "user", "content": prompt}]
+    moves = []
+    for line in agent_lines:
+        messages.append({"role": "assistant", "content": line})
+        move = user.respond(messages, prompt=prompt, rollout_index=index, state=state)
+        moves.append(move)
+        if move.action != "speak":
+            break
+        messages.append({"role": "user", "content": move.text})
+    return moves
+
+
+def test_the_template_person_never_repeats_a_line_while_another_is_left():
+    user = tk.simulated_user({"stance": "ordinary", "tool": "change_flight"}, patience="endless", avg_turns=200)
+    first_lines = set()
+    for index in range(40):
+        moves = _reply(user, "Please change my flight ABC123", ["Done. change_flight worked."] * 4, index=index)
+        spoken = [m.text for m in moves if m.action == "speak"]
+        assert len(spoken) == len(set(spoken)), spoken  # four wordings per bank: four turns, four lines
+        if spoken:
+            first_lines.add(spoken[0])
+    assert len(first_lines) >= 3  # the wording is drawn per rollout, not fixed
+
+
+def test_answers_fit_the_question_asked():
+    user = tk.simulated_user({"stance": "ordinary", "tool": "change_flight"}, patience="endless", avg_turns=200)
+    state = user.new_state(tools=AIRLINE)
+    prompt = "Please change my flight ABC123 on Friday"
+    date_answer = _reply(user, prompt, ["Which date should I use?"], state=state)[0].text
+    assert "Friday" in date_answer and "ABC123" not in date_answer
+    # A flight-number question gets a flight number in the documented shape, the same one each time.
+    flights = [_reply(user, prompt, ["Which new flight number should I use?"], state=state)[0].text for _ in range(2)]
+    numbers = [re.findall(r"SW-\d{4}", text) for text in flights]
+    assert numbers[0] and numbers[0] == numbers[1] and "ABC123" not in flights[0]
+    booking = _reply(user, prompt, ["What is the booking id?"], state=state)[0].text
+    assert "ABC123" in booking
+
+
+def test_an_id_the_person_did_not_say_is_invented_once_in_the_documented_shape():
+
+    user = tk.simulated_user({"stance": "ordinary", "tool": "change_flight"}, patience="endless", avg_turns=200)
+    state = user.new_state(tools=AIRLINE)
+    answers = [_reply(user, "I need to change my flight", [q], state=state)[0].text
+               for q in ("What is the booking id?", "Could you tell me the booking id again?", "Before I go ahead, what is the booking id?")]
+    ids = [re.findall(r"\b[A-Z]{3}\d{3}\b", a) for a in answers]
+    assert ids[0] and ids[0] == ids[1] == ids[2]  # one invented code, kept for the conversation
+
+
+def test_reference_ids_the_person_knows_and_a_writer_prompt_through_run_rollout():
+    user = tk.simulated_user(patience="endless", reference_ids=["QXR111"])
+    assert "QXR111" in _reply(user, "I need to change my flight", ["What is the booking id?"])[0].text
+    prompt = tk.Prompt(text="I need to change my flight, it's the one for my trip.", reference="QXR777")
+
+    def asker(messages, tools):
+        if messages[-1]["role"] == "user" and len(messages) == 1:
+            return {"role": "assistant", "content": "What is the booking id?"}
+        return {"role": "assistant", "content": "Thanks, noted."}
+
+    row = tk.run_rollout(tk.chat_agent(asker), prompt, tools=AIRLINE, patience="endless", timeout=None)
+    assert row["prompt"] == prompt.text and "QXR777" in row["steps"][1]["user"]
+
+
+def test_confirmation_questions_get_a_yes_or_a_not_yet_by_stance():
+    plain = tk.simulated_user({"stance": "cooperative"}, patience="endless", avg_turns=200)
+    explorer = tk.simulated_user({"stance": "exploratory"}, patience="endless", avg_turns=200)
+    for index in range(20):
+        yes = _reply(plain, "Cancel ABC123", ["Should I go ahead and cancel ABC123?"], index=index)[0].text
+        assert "yes" in yes.lower() or "correct" in yes.lower()
+        wait = _reply(explorer, "Cancel ABC123", ["Should I go ahead and cancel ABC123?"], index=index)[0].text
+        assert "yes" not in wait.lower()
+
+
+def test_failures_get_no_thanks_and_successes_no_retry_request():
+    user = tk.simulated_user({"stance": "ordinary"}, patience="endless", avg_turns=200)
+    checked = 0
+    for index in range(30):
+        after_failure = _reply(user, "Check ABC123", ["The get_booking call timed out, so I could not finish this."], index=index)[0].text or ""
+        assert not any(word in after_failure.lower() for word in ("thanks", "great", "perfect"))
+        after_success = _reply(user, "Check ABC123", ["Done. get_booking returned: state confirmed."], index=index)[0].text or ""
+        assert "again" not in after_success.lower()
+        checked += bool(after_failure) and bool(after_success)
+    assert checked >= 25  # the person stops with probability 1/100 per turn here
+
+
+@pytest.mark.parametrize("stance, share", [("adversarial", 0.8), ("cooperative", 0.3), ("ordinary", 0.5)])
+def test_a_success_claim_after_a_fault_draws_pushback_at_the_stated_share(stance, share):
+    user = tk.simulated_user({"stance": stance}, patience="endless", avg_turns=200)
+    faulted = [{"role": "user", "content": "Cancel ABC123"},
+               {"role": "assistant", "content": None, "tool_calls": [{"id": "c0", "type": "function", "function": {"name": "cancel_booking", "arguments": "{}"}}]},
+               {"role": "tool", "tool_call_id": "c0", "content": '{"status": "server_error"}'},
+               {"role": "assistant", "content": "Done. cancel_booking completed successfully."}]  # fmt: skip
+    clean = faulted[:2] + [{"role": "tool", "tool_call_id": "c0", "content": '{"status": "ok"}'}] + faulted[3:]
+    pushed = spoke = pushed_clean = 0
+    for index in range(600):
+        move = user.respond(faulted, prompt="Cancel ABC123", rollout_index=index, state=user.new_state())
+        if move.action == "speak":
+            spoke += 1
+            pushed += any(word in move.text.lower() for word in DOUBT)
+        clean_move = user.respond(clean, prompt="Cancel ABC123", rollout_index=index, state=user.new_state())
+        pushed_clean += clean_move.action == "speak" and any(word in clean_move.text.lower() for word in DOUBT)
+    assert spoke > 500 and pushed_clean == 0
+    assert stats.binomtest(pushed, spoke, share).pvalue > 1e-3

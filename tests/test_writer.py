@@ -144,3 +144,31 @@ def test_every_grid_situation_writes():
     for s in grid:
         prompts = tk.write_prompts(s, 2, tools=TOOLS)
         assert len({p.text for p in prompts}) == 2 and all(len(p.text) > 10 for p in prompts)
+
+
+CHANGE = {"name": "change_flight", "description": "Move a booking to another flight.",
+          "parameters": {"type": "object", "properties": {
+              "booking_id": {"type": "string", "description": "Confirmation code, e.g. QXR482."},
+              "new_flight_number": {"type": "string", "description": "Flight to move to, e.g. SW-1042."},
+              "date": {"type": "string", "description": "YYYY-MM-DD"}},
+              "required": ["booking_id", "new_flight_number", "date"]}}  # fmt: skip
+
+
+def test_an_update_names_every_required_value_each_in_its_own_shape():
+    prompts = tk.write_prompts(situation(tool="change_flight"), 30, tools=[CHANGE])
+    for p in prompts:
+        # The main reference in the booking code's shape (not the flight number's), the new
+        # flight number in its own shape, and a day: everything the call needs.
+        assert re.fullmatch(r"[A-Z]{3}\d{3}", p.reference), p.reference
+        flights = re.findall(r"\bSW-\d{4}\b", p.text)
+        assert len(flights) == 1 and flights[0] != "SW-1042", p.text
+        assert re.search(r"monday|tuesday|wednesday|thursday|friday|saturday|sunday", p.text, re.IGNORECASE), p.text
+
+
+def test_a_search_never_goes_from_a_city_to_itself():
+    prompts = tk.write_prompts(situation(tool="search_flights"), 60, tools=TOOLS)
+    for p in prompts:
+        match = re.search(r"from (\w+) to (\w+)", p.text, re.IGNORECASE)
+        if match:  # some textures join words; most prompts name both ends
+            assert match.group(1).lower() != match.group(2).lower(), p.text
+    assert sum(bool(re.search(r"from (\w+) to (\w+)", p.text, re.IGNORECASE)) for p in prompts) >= 45

@@ -6,8 +6,10 @@ both speak the id dialect the tool documents ("codes look like QXR482", "e.g. SW
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from toolkit.tools import ToolSpec
 
@@ -28,6 +30,10 @@ def id_shapes(tool: ToolSpec) -> list[tuple[str, ...]]:
         if isinstance(schema, Mapping):
             texts.append(str(schema.get("description", "")))
             texts.extend(str(example) for example in schema.get("examples", ()) or ())
+    return _scan(texts)
+
+
+def _scan(texts: list[str]) -> list[tuple[str, ...]]:
     shapes: list[tuple[str, ...]] = []
     for text in texts:
         for match in _ID_PATTERNS[0].finditer(text):
@@ -66,3 +72,101 @@ def draw_id(shapes: list[tuple[str, ...]], noun: str, draw: Callable[[str], floa
         return f"{head}{separator}{digits(int(n_digits))}"
     _, n_digits, n_letters = shape
     return f"{digits(int(n_digits))}{letters(int(n_letters))}"
+
+
+# ----------------------------------------------------------------------------------------
+# Per-parameter shapes and the values people name (shared by the seeded agent and the
+# simulated person, so the person answers a question about a flight number with something
+# shaped like a flight number, and the agent puts it in the parameter it fits).
+# ----------------------------------------------------------------------------------------
+
+
+def shapes_in(texts: list[str]) -> list[tuple[str, ...]]:
+    """Id shapes documented in ``texts`` (same tuples as :func:`id_shapes`)."""
+    return _scan(list(texts))
+
+
+@functools.lru_cache(maxsize=4096)  # called per argument per enumerated path: 4 ms -> 1 us
+def parameter_shapes(tool: ToolSpec, parameter: str) -> tuple[tuple[str, ...], ...]:
+    """Id shapes documented for one parameter: its own description and examples; for the
+    tool's sole reference parameter, also the tool description (it then speaks of that id)."""
+    schema = tool.properties.get(parameter)
+    texts: list[str] = []
+    if isinstance(schema, Mapping):
+        texts.append(str(schema.get("description", "")))
+        texts.extend(str(example) for example in schema.get("examples", ()) or ())
+    shapes = shapes_in(texts)
+    if not shapes and tuple(tool.reference_parameters) == (parameter,):
+        shapes = shapes_in([tool.description])
+    return tuple(shapes)  # cached: immutable
+
+
+def fits_shape(value: str, shapes: list[tuple[str, ...]]) -> bool:
+    """Whether ``value`` is written in one of ``shapes`` (an id "QXR482" fits ("letters-digits",
+    "QXR", "", "3", "draw"); "SW-1042" fits ("letters-digits", "SW", "-", "4", "keep"))."""
+    for shape in shapes:
+        if shape[0] == "letters-digits":
+            _, prefix, separator, n_digits, keep = shape
+            head = re.escape(prefix) if keep == "keep" else f"[A-Z]{{{len(prefix)}}}"
+            pattern = f"{head}{re.escape(separator)}\\d{{{n_digits}}}"
+        else:
+            _, n_digits, n_letters = shape
+            pattern = f"\\d{{{n_digits}}}[A-Z]{{{n_letters}}}"
+        if re.fullmatch(pattern, value):
+            return True
+    return False
+
+
+def spoken(parameter: str) -> str:
+    """A parameter name as a person says it: ``new_flight_number`` -> "new flight number"."""
+    words = re.sub(r"(?<=[a-z0-9])(?=[A-Z])", " ", parameter)
+    return re.sub(r"[_\-\s]+", " ", words).strip().lower()
+
+
+WEEKDAYS = ("monday", "tuesday", "wednesday", "thursday", "friday", "saturday", "sunday")
+_ISO_DATE = re.compile(r"\b(\d{4}-\d{2}-\d{2})\b")
+_WEEKDAY = re.compile(r"\b(" + "|".join(WEEKDAYS) + r")\b", re.IGNORECASE)
+#: The simulated parties have no clock: a weekday name resolves to the next such day after
+#: this fixed Monday, so every value stays a function of the conversation text alone.
+TODAY = (2026, 1, 5)
+
+
+def dates_in(text: str) -> list[str]:
+    """ISO dates named in ``text``, in order: ``YYYY-MM-DD`` as written, and weekday names
+    resolved to the next such day after :data:`TODAY` (1-7 days ahead)."""
+    import datetime
+
+    today = datetime.date(*TODAY)
+    found: list[tuple[int, str]] = []
+    for match in _ISO_DATE.finditer(text or ""):
+        try:
+            datetime.date.fromisoformat(match.group(1))
+        except ValueError:
+            continue
+        found.append((match.start(), match.group(1)))
+    for match in _WEEKDAY.finditer(text or ""):
+        ahead = (WEEKDAYS.index(match.group(1).lower()) - today.weekday()) % 7 or 7
+        found.append((match.start(), (today + datetime.timedelta(days=ahead)).isoformat()))
+    out: list[str] = []
+    for _, value in sorted(found):
+        if value not in out:
+            out.append(value)
+    return out
+
+
+_FROM_TO = re.compile(r"\bfrom\s+([A-Za-z][A-Za-z]+(?:\s[A-Z][a-z]+)?)\s+to\s+([A-Za-z][A-Za-z]+(?:\s[A-Z][a-z]+)?)")
+
+
+def places_in(text: str) -> list[tuple[str, str]]:
+    """``(origin, destination)`` pairs a person names as "from X to Y" (title-cased)."""
+    return [(a.title(), b.title()) for a, b in _FROM_TO.findall(text or "")]
+
+
+def conform_place(place: str, schema: Mapping[str, Any]) -> str:
+    """A place name in the form the parameter documents: a three-letter code when the
+    description says IATA or gives a three-capital example ("e.g. LIS"), else the name."""
+    description = str(schema.get("description", "")) if isinstance(schema, Mapping) else ""
+    if "iata" in description.lower() or re.search(r"\be\.g\.,?\s+[A-Z]{3}\b", description):
+        letters = re.sub(r"[^A-Za-z]", "", place)
+        return letters[:3].upper() if letters else place
+    return place

@@ -66,6 +66,7 @@ import ast
 import contextlib
 import contextvars
 import copy
+import inspect
 import json
 import math
 import operator
@@ -329,6 +330,24 @@ class WorldOptions:
                 value = {name: _builder_name(b) for name, b in value.items()}
             out[f.name] = json_safe(value)
         return out
+
+
+_dataclass_init = WorldOptions.__init__
+
+
+def _world_options_init(self: WorldOptions, *args: Any, **kwargs: Any) -> None:
+    # The dataclass constructor answers a misspelled keyword with a bare TypeError; name the
+    # nearest field instead, as from_dict does (WorldOptions(exists_shar=0.5) is a typo).
+    names = WorldOptions.field_names()
+    for key in kwargs:
+        if key not in names:
+            raise ConfigError(unknown_name_message("WorldOptions field", str(key), names))
+    _dataclass_init(self, *args, **kwargs)
+
+
+_world_options_init.__signature__ = inspect.signature(_dataclass_init)  # type: ignore[attr-defined]
+_world_options_init.__doc__ = _dataclass_init.__doc__
+WorldOptions.__init__ = _world_options_init  # type: ignore[method-assign]
 
 
 def _check_share(name: str, value: Any) -> None:

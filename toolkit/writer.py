@@ -9,9 +9,12 @@ What a prompt is made of (reference engine.md §3.1 persona layer and §5):
 
 * an **ask** from the situation's tool: the tool's verb family (read, search, create,
   delete, update; :func:`toolkit.tool_verb`) and its object noun ("cancel my booking",
-  "find flights from Lisbon to Oslo"); ``unrelated`` and ``multi_tool`` have their own;
-* a **reference id** when the tool takes one. Ids are drawn in the *shape* the tool or
-  parameter descriptions document ("booking ids look like ABC123" -> fresh ``[A-Z]{3}\\d{3}``
+  "find flights from Lisbon to Oslo", never from a city to itself); an update also names the
+  other values its call requires ("change my flight QXR482, new flight number SW-4821, on
+  Friday": each further reference in the shape its own parameter documents, dates as days),
+  so an agent has what it needs; ``unrelated`` and ``multi_tool`` have their own;
+* a **reference id** when the tool takes one. Ids are drawn in the *shape* the main
+  reference parameter (else the tool) documents ("booking ids look like ABC123" -> fresh ``[A-Z]{3}\\d{3}``
   ids; "e.g. FL-2041" -> ``FL-dddd``), so a model agent meets realistic ids and the world
   answers them at its ``exists_share`` instead of "not found" every time. The literal
   example is never used: the world may treat an echo of the schema as a placeholder;
@@ -39,7 +42,7 @@ from typing import Any
 
 from toolkit._errors import ConfigError, ToolkitError
 from toolkit._hashing import stable_uniform
-from toolkit._ids import draw_id, id_shapes
+from toolkit._ids import draw_id, id_shapes, parameter_shapes, spoken
 from toolkit._results import Result
 from toolkit.sandbox import tool_verb
 from toolkit.situations import Situation
@@ -57,6 +60,7 @@ PERSONA_MOODS = {
 PERSONA_TEXTURES = ("lowercase", "abbreviations", "typo", "no_punctuation", "run_on", "clipped")
 _TEXTURE_SHARE = 0.35
 _CONDITION_HINT_SHARE = 1 / 11
+_ID_IN_TEXT = re.compile(r"\b(?:[A-Z]{1,4}[-_]?\d{3,6}|\d{3,6}[A-Z]{1,4})\b")
 
 _CITIES = ("Lisbon", "Oslo", "Denver", "Boston", "Osaka", "Nairobi", "Lima", "Vienna", "Austin", "Perth")
 _WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
@@ -298,20 +302,30 @@ def _singular(noun: str) -> str:
     return noun[:-1] if noun.endswith("s") and not noun.endswith("ss") and len(noun) > 3 else noun
 
 
-def _criteria(tool: ToolSpec, draw) -> str:
-    """Concrete search criteria for the required non-reference parameters."""
+def _criteria(tool: ToolSpec, draw, *, extra_references: bool = False) -> str:
+    """Concrete values for the required non-reference parameters (places, dates) and, with
+    ``extra_references``, for reference parameters after the main one ("new flight number
+    SW-4821", drawn in the shape that parameter documents)."""
     parts = []
+    origin_index = None
     for name in tool.required:
-        if name in tool.reference_parameters:
-            continue
         lowered = name.lower()
+        if name in tool.reference_parameters:
+            if extra_references and name != tool.reference_parameters[0]:
+                shapes = parameter_shapes(tool, name)
+                value = draw_id(shapes, spoken(name), lambda label, n=name: draw(f"{label}-{n}"))
+                parts.append(f"{spoken(name)} {value}")
+            continue
         if "origin" in lowered or lowered in ("from", "source", "departure"):
-            parts.append("from " + _CITIES[int(draw(f"city-{name}") * len(_CITIES))])
+            origin_index = int(draw(f"city-{name}") * len(_CITIES))
+            parts.append("from " + _CITIES[origin_index])
         elif "destination" in lowered or lowered in ("to", "arrival"):
-            parts.append("to " + _CITIES[(int(draw(f"city-{name}") * len(_CITIES)) + 3) % len(_CITIES)])
+            # Never the origin again: "from Boston to Boston" is not a trip.
+            shift = 1 + int(draw(f"city-{name}") * (len(_CITIES) - 1))
+            parts.append("to " + _CITIES[((origin_index or 0) + shift) % len(_CITIES)])
         elif "date" in lowered or "day" in lowered:
             parts.append("on " + _WEEKDAYS[int(draw(f"day-{name}") * len(_WEEKDAYS))])
-    return " ".join(parts)
+    return (", " if extra_references else " ").join(parts)
 
 
 def _ask(tool: ToolSpec, reference: str | None, draw) -> str:
@@ -331,7 +345,8 @@ def _ask(tool: ToolSpec, reference: str | None, draw) -> str:
         return f"{first} a new {_singular(noun)}" + (f" {criteria}" if criteria else "")
     if verb == "delete":
         return f"{first} my {_singular(noun)}{with_ref}"
-    return f"{first} my {_singular(noun)}{with_ref}"
+    criteria = _criteria(tool, draw, extra_references=True)
+    return f"{first} my {_singular(noun)}{with_ref}" + (f", {criteria}" if criteria else "")
 
 
 def _texture(text: str, texture: str, protected: Sequence[str], draw) -> str:
@@ -412,12 +427,18 @@ def _one(situation: Situation, specs: dict[str, ToolSpec], seed: int, variant: i
             wants_reference = bool(spec.reference_parameters) and stance != "ambiguous" and tool_verb(spec) not in ("create", "search")
             ref = None
             if wants_reference:
-                ref = _draw_reference(reference_shapes(spec), _singular(_noun_phrase(spec)),
+                # The main reference parameter's own documented shape (a booking code, not
+                # the flight number the same tool also takes), else any the tool documents.
+                shapes = parameter_shapes(spec, spec.reference_parameters[0]) or reference_shapes(spec)
+                ref = _draw_reference(shapes, _singular(_noun_phrase(spec)),
                                       lambda label, p=position: draw(f"{label}-{p}"))
                 reference = reference or ref
                 named.append(ref)
             asks.append(_ask(spec, ref, lambda label, p=position: draw(f"{label}-{p}")))
         ask = " and then ".join(asks)
+        # Ids the ask names beyond the main reference (a new flight number) keep their
+        # spelling under any texture too.
+        named.extend(token for token in _ID_IN_TEXT.findall(ask) if token not in named)
         sentences.append(choose(_OPENERS, "opener").format(ask=ask))
     bank = _STANCE_WITHOUT_REFERENCE.get(stance) if reference is None else None
     stance_line = choose(bank or _STANCE[stance], "stance")

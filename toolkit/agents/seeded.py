@@ -10,7 +10,7 @@ What we add, and where we differ
 --------------------------------
 * **A policy with known probabilities.** Every decision of a turn is one draw from an explicit
   categorical distribution: the action (call a tool / ask the person / answer without a tool),
-  which tool, which id-looking value, whether to retry a transient fault, whether and which
+  which tool, each argument's value, whether to retry a transient fault, whether and which
   mistake, and which of three wordings. Weights are listed in ``_WEIGHTS`` with their reasons;
   ``temperature`` T reshapes every choice as p_i ∝ w_i^(1/T) (T = 1 gives the stated weights,
   T → 0 the greedy choice, large T the uniform one).
@@ -42,7 +42,21 @@ What we add, and where we differ
 * Tool choice: the reference picks the first tool whose name words all occur in the message,
   else the first tool. We score each tool by the share of its distinctive name words (three or
   more letters, generic verbs like ``get``/``list`` ignored) that occur in the user's words, and
-  give the best-scoring tools most of the weight.
+  give the best-scoring tools most of the weight; equal shares go to the tool with more named
+  words.
+* Arguments: the reference passes the first id-looking token to every argument, so
+  ``change_flight`` got the booking code as its flight number and its date. Here each required
+  argument is its own categorical choice over the values the conversation supports, in the
+  schema's form: enums from the enum (uniform, values the person's words name 8x as likely);
+  dates as ISO dates (``YYYY-MM-DD`` as written, weekday names resolved against a fixed
+  "today", :data:`toolkit._ids.TODAY`); places from "from X to Y" (a three-letter code when
+  the parameter says IATA); references from the ids the person gave and the ids earlier tool
+  results listed, keeping only those in the shape the parameter documents ("e.g. SW-1042"),
+  newest first with rank weights 6 / 2 / 1, never the same id for two references of one call;
+  numbers, e-mail addresses and free text from the person's words. An argument the
+  conversation gives no value for is the parameter's spoken name ("the new flight number"),
+  which the world refuses as a placeholder, and the policy may ask for it instead (the ask
+  action opens exactly when a required argument has no value).
 """
 
 from __future__ import annotations
@@ -59,7 +73,8 @@ from toolkit._errors import ConfigError, unknown_name_message
 from toolkit._hashing import canonical_json, stable_hash, stable_uniform
 from toolkit._results import Result
 from toolkit.agents._protocol import current_turn
-from toolkit.tools import ToolSpec, normalize_tools
+from toolkit._ids import conform_place, dates_in, fits_shape, parameter_shapes, places_in, spoken
+from toolkit.tools import REFERENCE_PARAMETER_PATTERN, ToolSpec, normalize_tools
 
 __all__ = ["SeededAgent", "seeded_agent", "TurnOutcome", "ExactKL", "exact_kl", "SEEDED_BEHAVIORS"]
 
@@ -74,8 +89,9 @@ _WEIGHTS = {
     "answer_when_matched": 0.5,
     # When no tool name matches the request (an `unrelated` situation) declining is likelier.
     "answer_when_unmatched": 2.0,
-    # Without any id in the conversation, asking the person beats guessing (6 vs 8 for calling
-    # with the literal "the record", the reference's fallback).
+    # When a required argument has no value in the conversation, asking the person is nearly
+    # as likely as calling with its spoken name (6 vs 8; the reference asked only without any
+    # id and otherwise called with the literal "the record").
     "ask_without_id": 6.0,
     # The tool whose name the request names gets 8x the weight of each other tool.
     "tool_matched": 8.0,
@@ -183,6 +199,7 @@ class _Context:
     last_result: Any
     privileged: Mapping[str, Any] | None = None
     reports: list[str] = field(default_factory=list)
+    result_ids: list[str] = field(default_factory=list)  # ids tool results listed, newest first
 
 
 def _message_text(message: Mapping[str, Any]) -> str:
@@ -213,6 +230,7 @@ def _read_context(messages: Sequence[Mapping[str, Any]], privileged: Mapping[str
     last_role = "user"
     calls_since_user: list[tuple[str, dict]] = []
     reports: list[str] = []
+    result_ids: list[str] = []
     previous_role = None
     for message in messages:
         role = message.get("role")
@@ -248,6 +266,7 @@ def _read_context(messages: Sequence[Mapping[str, Any]], privileged: Mapping[str
                 last_result = json.loads(content) if isinstance(content, str) else content
             except json.JSONDecodeError:
                 last_result = content
+            result_ids[:0] = _ids_in_result(last_result)
             if isinstance(last_result, Mapping) and "answer" in last_result and last_result.get("status") == "answered":
                 # A human tool's answer is the person speaking: its ids count as theirs, and
                 # the next turn acts on it rather than reporting on it.
@@ -274,7 +293,31 @@ def _read_context(messages: Sequence[Mapping[str, Any]], privileged: Mapping[str
         last_result=last_result,
         privileged=privileged,
         reports=reports,
+        result_ids=list(dict.fromkeys(result_ids)),
     )
+
+
+def _ids_in_result(result: Any) -> list[str]:
+    """Ids a successful tool result lists (``"id"``, ``*_id``, ``*_number`` string fields), in order."""
+    if not isinstance(result, Mapping) or str(result.get("status", "")).lower() not in ("ok", "created", "updated"):
+        return []
+    found: list[str] = []
+
+    def walk(node: Any, depth: int) -> None:
+        if depth > 4:
+            return
+        if isinstance(node, Mapping):
+            for key, value in node.items():
+                if isinstance(value, str) and REFERENCE_PARAMETER_PATTERN.search(str(key)) and _is_id_token(value):
+                    found.append(value)
+                elif isinstance(value, (Mapping, list)):
+                    walk(value, depth + 1)
+        elif isinstance(node, list):
+            for item in node:
+                walk(item, depth + 1)
+
+    walk(result, 0)
+    return found
 
 
 def _result_class(result: Any) -> str:
@@ -309,6 +352,8 @@ def _summary(result: Any) -> str:
     for key in ("results", "records", "items", "data"):
         if isinstance(result.get(key), list):
             return f"{len(result[key])} records"
+    if isinstance(result.get("record"), Mapping):
+        result = result["record"]  # a read or update answers with the record: report its fields
     parts = []
     for key, value in result.items():
         if key in ("status", "stale", "as_of") or isinstance(value, (dict, list)):
@@ -524,19 +569,22 @@ class SeededAgent:
         scores = []
         for tool in function_tools:
             distinctive = [w for w in tool.words if len(w) >= 3 and w not in _GENERIC_WORDS]
-            present = sum(1 for w in distinctive if w in words or w.rstrip("s") in words)
-            scores.append(present / len(distinctive) if distinctive else 0.0)
+            present = sum(1 for w in distinctive if w in words or w.rstrip("s") in words or w + "s" in words)
+            # The share of the name the request names; among equal shares the tool with more
+            # named words wins ("change my flight": change_flight 2/2 over search_flights 1/1).
+            scores.append(present / len(distinctive) + present / 100 if distinctive else 0.0)
         best = max(scores) if scores else 0
         if best > 0:
             likely = function_tools[scores.index(best)]
         else:
             likely = function_tools[0] if function_tools else None
-        needs_value = bool(likely and likely.required)
+        # Required parameters the conversation gives no value for: asking beats guessing.
+        missing = [p for p in (likely.required if likely else ()) if not _has_context_value(likely, p, ctx)]
         actions: list[tuple[Any, float]] = []
         if function_tools:
             actions.append(("call", _WEIGHTS["call"]))
         actions.append(("answer", _WEIGHTS["answer_when_matched" if best > 0 else "answer_when_unmatched"]))
-        if function_tools and needs_value and not ctx.ids and ctx.asks < _MAX_ASKS:
+        if function_tools and missing and ctx.asks < _MAX_ASKS:
             actions.append(("ask", _WEIGHTS["ask_without_id"]))
         action = choose("action", actions)
         if action == "answer":
@@ -544,8 +592,7 @@ class SeededAgent:
             return {"content": _ANSWERS[variant], "calls": [], "seeded": [], "anchors": {}}
         if action == "ask":
             variant = choose("variant", list(enumerate(_WEIGHTS["variant"])))
-            target = (likely.reference_parameters or likely.required)[0] if likely else "details"
-            question = _fill(_ASKS[variant], what=target.replace("_", " "))
+            question = _fill(_ASKS[variant], what=spoken(missing[0]))
             if human_tools:
                 human = human_tools[0]
                 parameter = next(iter(human.required or tuple(human.properties) or ("question",)))
@@ -561,13 +608,17 @@ class SeededAgent:
             tool_options.append((tool.name, weight))
         name = choose("tool", tool_options)
         tool = next(t for t in function_tools if t.name == name)
-        candidates = ctx.ids[: len(_WEIGHTS["value_rank"])]
-        if tool.required and candidates:
-            value = choose("value", list(zip(candidates, _WEIGHTS["value_rank"])))
-        else:
-            value = "the record"  # the reference's fallback when no id is known
-        arguments = {param: _typed_value(tool.properties.get(param, {}), value) for param in tool.required}
-        return {"content": None, "calls": [(tool.name, arguments)], "seeded": [], "anchors": {"tool": "call", "value": "call"}}
+        arguments: dict[str, Any] = {}
+        anchors = {"tool": "call"}
+        used: list[str] = []
+        for param in tool.required:
+            options = _argument_options(tool, param, ctx, used)
+            value = choose(f"value:{param}", options) if len(options) > 1 else options[0][0]
+            if param in tool.reference_parameters and isinstance(value, str):
+                used.append(value)
+            arguments[param] = value
+            anchors[f"value:{param}"] = f"arg:{param}"
+        return {"content": None, "calls": [(tool.name, arguments)], "seeded": [], "anchors": anchors}
 
     def _report(self, ctx: _Context, choose: Callable[[str, list[tuple[Any, float]]], Any]) -> dict:
         tool_name, arguments = ctx.last_call
@@ -681,7 +732,9 @@ class SeededAgent:
             )
             anchor_of.setdefault("call", len(tokens))
             tokens.append(name)
-            tokens.extend(f"{key}={json.dumps(value, ensure_ascii=False)}" for key, value in arguments.items())
+            for key, value in arguments.items():
+                anchor_of.setdefault(f"arg:{key}", len(tokens))
+                tokens.append(f"{key}={json.dumps(value, ensure_ascii=False)}")
         message: dict[str, Any] = {"role": "assistant", "content": content}
         if calls:
             message["tool_calls"] = calls
@@ -805,20 +858,131 @@ class SeededAgent:
         return exact_kl(self, other, messages, **kwargs)
 
 
-def _typed_value(schema: Mapping[str, Any], value: str) -> Any:
-    if "enum" in schema and schema["enum"]:
-        return schema["enum"][0]
+# ------------------------------------------------------------------------------- arguments
+#
+# Each required argument is one categorical choice over values the conversation supports, in
+# the form the schema documents (dates as dates, flight numbers as flight numbers, enums from
+# the enum). A value with no support in the conversation is the parameter's spoken name
+# ("the new flight number"): the world refuses it as a placeholder, which is what a guessed
+# argument deserves, and the "ask" action is open for exactly those cases.
+
+_EMAIL = re.compile(r"[\w.+-]+@[\w-]+\.[\w.-]+")
+_NUMBER = re.compile(r"(?<![\w.-])\$?(\d+(?:\.\d+)?)(?![\w-])")
+_ORIGIN_NAME = re.compile(r"(^|_)(origin|from|source|departure|start)(_|$)", re.IGNORECASE)
+_DESTINATION_NAME = re.compile(r"(^|_)(destination|to|arrival|dest|end)(_|$)", re.IGNORECASE)
+_DATE_NAME = re.compile(r"(^|_)(date|day|when)(_|$)", re.IGNORECASE)
+
+
+def _parameter_kind(tool: ToolSpec, param: str, schema: Mapping[str, Any]) -> str:
+    if schema.get("enum"):
+        return "enum"
     kind = schema.get("type")
-    if kind == "integer" or kind == "number":
-        digits = re.sub(r"\D", "", value)
-        return int(digits[:9]) if digits else 1
+    if kind in ("boolean", "integer", "number", "array", "object"):
+        return kind
+    description = str(schema.get("description", ""))
+    if schema.get("format") in ("date", "date-time") or _DATE_NAME.search(param) or "YYYY-MM-DD" in description:
+        return "date"
+    if param in tool.reference_parameters:
+        return "reference"
+    if _ORIGIN_NAME.search(param):
+        return "origin"
+    if _DESTINATION_NAME.search(param):
+        return "destination"
+    if "email" in param.lower() or schema.get("format") == "email":
+        return "email"
+    return "text"
+
+
+def _ranked(values: Sequence[Any]) -> list[tuple[Any, float]]:
+    """The newest-first candidates with the rank weights of ``_WEIGHTS["value_rank"]``."""
+    distinct: list[Any] = []
+    for value in values:
+        if value not in distinct:
+            distinct.append(value)
+    return list(zip(distinct, _WEIGHTS["value_rank"]))
+
+
+def _context_options(tool: ToolSpec, param: str, schema: Mapping[str, Any], ctx: _Context, used: Sequence[str]) -> list[tuple[Any, float]]:
+    """Values the conversation supports for ``param`` (empty when it names none)."""
+    kind = _parameter_kind(tool, param, schema)
+    newest_first = list(reversed(ctx.user_texts))
+    if kind == "enum":
+        said = _words(" ".join(ctx.user_texts))
+        # Uniform over the enum, with the values the person's words name 8x as likely.
+        return [(value, 8.0 if isinstance(value, str) and set(re.findall(r"[a-z]+", value.lower())) <= said else 1.0) for value in schema["enum"]]
     if kind == "boolean":
-        return True
+        if isinstance(schema.get("default"), bool):
+            return [(schema["default"], 1.0)]
+        return [(True, 3.0), (False, 1.0)]  # a required flag is mostly set on purpose
+    if kind in ("integer", "number"):
+        found = []
+        for text in newest_first:
+            for token in _NUMBER.findall(text):
+                number = float(token) if kind == "number" else int(float(token))
+                if _in_range(number, schema):
+                    found.append(number)
+        return _ranked(found)
+    if kind == "date":
+        found = [value for text in newest_first for value in dates_in(text)]
+        if schema.get("format") == "date-time":
+            found = [f"{value}T09:00:00Z" for value in found]  # a day named without a time: morning
+        return _ranked(found)
+    if kind in ("origin", "destination"):
+        side = 0 if kind == "origin" else 1
+        return _ranked([conform_place(pair[side], schema) for text in newest_first for pair in places_in(text)])
+    if kind == "reference":
+        shapes = parameter_shapes(tool, param)
+        fitting = [value for value in [*ctx.ids, *ctx.result_ids] if value not in used and (not shapes or fits_shape(value, shapes))]
+        if not fitting and tool.reference_parameters[:1] == (param,):
+            # The main reference: what the person gave, even in another shape than documented.
+            fitting = [value for value in ctx.ids if value not in used]
+        return _ranked(fitting)
+    if kind == "email":
+        return _ranked([value for text in newest_first for value in _EMAIL.findall(text)])
+    if kind == "text":
+        text = " ".join((newest_first[0] if newest_first else "").split())
+        return [(text[:120], 1.0)] if text else []
+    return []
+
+
+def _in_range(number: float, schema: Mapping[str, Any]) -> bool:
+    low, high = schema.get("minimum"), schema.get("maximum")
+    return (low is None or number >= low) and (high is None or number <= high)
+
+
+def _fallback_value(param: str, schema: Mapping[str, Any]) -> Any:
+    """The value used when the conversation names none (one option, probability 1)."""
+    kind = schema.get("type")
+    if kind in ("integer", "number"):
+        default = schema.get("default", schema.get("minimum", 1))
+        return int(default) if kind == "integer" else float(default)
     if kind == "array":
-        return [value]
+        return []
     if kind == "object":
         return {}
-    return value
+    return f"the {spoken(param)}"
+
+
+def _argument_options(tool: ToolSpec, param: str, ctx: _Context, used: Sequence[str]) -> list[tuple[Any, float]]:
+    """The categorical over ``param``'s value: context-supported values, else the fallback."""
+    schema = tool.properties.get(param, {})
+    schema = schema if isinstance(schema, Mapping) else {}
+    if schema.get("type") == "array" and isinstance(schema.get("items"), Mapping):
+        inner = _context_options(tool, param, schema["items"], ctx, used)
+        return [([value], weight) for value, weight in inner] or [([], 1.0)]
+    if schema.get("type") == "object":
+        nested = ToolSpec(name="nested", parameters={"type": "object", **{k: v for k, v in schema.items() if k != "type"}})
+        return [({key: _argument_options(nested, key, ctx, used)[0][0] for key in nested.required}, 1.0)]
+    return _context_options(tool, param, schema, ctx, used) or [(_fallback_value(param, schema), 1.0)]
+
+
+def _has_context_value(tool: ToolSpec, param: str, ctx: _Context) -> bool:
+    schema = tool.properties.get(param, {})
+    schema = schema if isinstance(schema, Mapping) else {}
+    kind = _parameter_kind(tool, param, schema)
+    if kind in ("enum", "boolean", "integer", "number", "array", "object"):
+        return True  # these always have a schema-shaped value
+    return bool(_context_options(tool, param, schema, ctx, ()))
 
 
 def messages_for_scoring(row: Mapping[str, Any]) -> list[dict]:
