@@ -415,3 +415,13 @@ def test_required_rows_with_constraints_property(levels, data_seed, t):
         assert all(row[k] == v for k, v in given_row.items())
     assert all(valid(r) for r in rows)
     assert not brute_force_missing(rows, factors, t, valid)[0]
+
+
+def test_lower_bounds_from_orthogonal_array_non_existence():
+    # No pair of orthogonal Latin squares of order 6 (Tarry 1900): CAN(2,4,6) = 37 > 36.
+    array = tk.covering_array([6] * 4, seed=0)
+    assert array.lower_bound == 37 and array.size == 37
+    assert tk.coverage(array).complete
+    # Bush: more than v+1 columns of v levels need more than v^2 rows (3^5 -> at least 10; CAN = 11).
+    assert tk.covering_array([3] * 5, effort="fast").lower_bound == 10
+    assert tk.covering_array([3] * 4, effort="fast").lower_bound == 9

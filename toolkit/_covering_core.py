@@ -13,9 +13,15 @@ Pieces, in the order :func:`toolkit.covering.covering_array` uses them:
 * :func:`ipog`: the in-parameter-order greedy of Lei et al. (IPOG, ECBS 2007) with the
   IPOG-F choice rule of Forbes et al. (J. Res. NIST 113(5), 2008): at every step the
   (row, value) with the largest gain over all rows, gains held in a numpy table;
-* :func:`eliminate_redundant_rows` and :func:`PairSearch`: post-optimisation (rows whose
-  tuples are all covered elsewhere are dropped; then "drop one row and repair" by a focused
-  tabu search on uncovered pairs, Nurmela, Discrete Applied Math 138, 2004).
+* :func:`eliminate_redundant_rows`, :class:`PairSearch` / :class:`TupleSearch` and
+  :func:`shrink_by_search`: post-optimisation (rows whose tuples are all covered elsewhere are
+  dropped; then "drop one row and repair" by a focused tabu search on uncovered tuples,
+  Nurmela, Discrete Applied Math 138, 2004);
+* :func:`order_rows_by_gain`: the final greedy row order (best prefixes).
+
+Hand-written rather than a library: the Python peers are 1.1-1.5x larger than the best-known
+sizes and allpairspy takes ~4 s on 10^30 (reference peers.md A.1); this engine gives 209 rows
+in ~0.15 s there.
 """
 
 from __future__ import annotations
@@ -51,7 +57,9 @@ class TupleSpace:
         for j in range(width - 2, -1, -1):
             mult[:, j] = mult[:, j + 1] * self.subset_levels[:, j + 1]
         self.mult = mult
-        self.sizes = np.prod(self.subset_levels, axis=1).astype(np.int64) if width else np.ones(len(subsets), dtype=np.int64)
+        self.sizes = (
+            np.prod(self.subset_levels, axis=1).astype(np.int64) if width else np.ones(len(subsets), dtype=np.int64)
+        )
         self.offsets = np.concatenate([[0], np.cumsum(self.sizes)[:-1]]).astype(np.int64)
         self.size = int(self.sizes.sum())
 
@@ -64,10 +72,14 @@ class TupleSpace:
             ids = values + self.offsets
             ids[values < 0] = self.size
             return ids
-        values = rows[:, self.columns]
-        ids = (values * self.mult).sum(axis=-1) + self.offsets
-        if values.shape[-1]:
-            ids[(values < 0).any(axis=-1)] = self.size
+        # One column of the subsets at a time: peak memory N x S instead of N x S x t.
+        ids = np.broadcast_to(self.offsets, (rows.shape[0], len(self.offsets))).copy()
+        dont_care = np.zeros(ids.shape, dtype=bool)
+        for j in range(self.columns.shape[1]):
+            values = rows[:, self.columns[:, j]]
+            ids += values * self.mult[:, j]
+            dont_care |= values < 0
+        ids[dont_care] = self.size
         return ids
 
     def decode(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -283,6 +295,9 @@ def _horizontal_growth(rows: _Rows, column: int, v: int, space: TupleSpace, unco
     if len(free) == 0:
         return
     free_ids = ids[free]
+    if len(free) * free_ids.shape[1] > _GLOBAL_CHOICE_LIMIT:
+        _walk_rows(matrix, column, v, free, free_ids, uncovered, rng, oracle)
+        return
     gains = uncovered[free_ids].sum(axis=1)  # F x v: tuples each (row, value) would cover
     if oracle is not None:
         for local, r in enumerate(free):
@@ -291,15 +306,16 @@ def _horizontal_growth(rows: _Rows, column: int, v: int, space: TupleSpace, unco
                 trial[column] = b
                 if not oracle.completable(trial):
                     gains[local, b] = -(1 << 40)
-    # Uniform noise in [0, 1) only breaks ties between equal integer gains (seeded).
-    noise = rng.random(gains.shape)
+    # Uniform noise in [0, 1) only breaks ties between equal integer gains (seeded); the
+    # score is gain + noise, so a score below 1 means a gain of 0.
+    score = gains + rng.random(gains.shape)
     mask = np.zeros(space.size + 1, dtype=bool)
     taken = np.zeros(len(free), dtype=bool)
-    retired = -(1 << 50)
+    n_taken = 0
     for _ in range(len(free)):
-        flat = int(np.argmax(gains + noise))
+        flat = int(np.argmax(score))
         local, b = divmod(flat, v)
-        if gains[local, b] <= 0:
+        if score[local, b] < 1.0:
             break
         r = int(free[local])
         matrix[r, column] = b
@@ -307,15 +323,42 @@ def _horizontal_growth(rows: _Rows, column: int, v: int, space: TupleSpace, unco
         hit = cells[uncovered[cells, b]]
         uncovered[hit, b] = False
         mask[hit] = True
-        gains[:, b] -= mask[free_ids].sum(axis=1)
+        score[:, b] -= mask[free_ids].sum(axis=1)
         mask[hit] = False
-        gains[local, :] = retired
+        score[local, :] = -np.inf
         taken[local] = True
+        n_taken += 1
         # Shrink the working set now and then: the gather cost is proportional to it.
-        if taken.sum() * 4 >= len(free) and len(free) > 32:
+        if n_taken * 4 >= len(free) and len(free) > 32:
             keep = ~taken
-            free, free_ids, gains, noise = free[keep], free_ids[keep], gains[keep], noise[keep]
+            free, free_ids, score = free[keep], free_ids[keep], score[keep]
             taken = np.zeros(len(free), dtype=bool)
+            n_taken = 0
+
+
+# IPOG-F's global (row, value) choice costs one F x S gather per step, F steps per column:
+# quadratic in the rows. Past F x S = 200,000 cells (10^30 at t=3 reaches 1.6M: ~60 s per
+# array) we fall back to IPOG's row walk, linear in the rows and only slightly larger arrays.
+_GLOBAL_CHOICE_LIMIT = 200_000
+
+
+def _walk_rows(matrix, column, v, free, free_ids, uncovered, rng, oracle):
+    """IPOG's horizontal growth: each free row in turn takes its best value (ties: seeded)."""
+    noise = rng.random((len(free), v))
+    for local, r in enumerate(free):
+        cells = free_ids[local]
+        gains = uncovered[cells].sum(axis=0) + noise[local]
+        for b in np.argsort(-gains, kind="stable"):
+            if gains[b] < 1:
+                break
+            if oracle is not None:
+                trial = matrix[r].copy()
+                trial[column] = b
+                if not oracle.completable(trial):
+                    continue
+            matrix[r, column] = b
+            uncovered[cells[uncovered[cells, b]], b] = False
+            break
 
 
 def _vertical_growth(rows: _Rows, column: int, space: TupleSpace, uncovered, oracle):
@@ -381,7 +424,9 @@ def fill_dont_cares(rows: np.ndarray, levels: np.ndarray, t: int, rng, oracle=No
     return rows
 
 
-def eliminate_redundant_rows(rows: np.ndarray, levels: np.ndarray, t: int, keep_first: int, needed=None) -> np.ndarray:
+def eliminate_redundant_rows(
+    rows: np.ndarray, levels: np.ndarray, t: int, keep_first: int, needed=None
+) -> np.ndarray:
     """Drop rows whose every needed tuple is held by another row (last rows tried first;
     the first ``keep_first`` rows, the required ones, always stay)."""
     space = all_subsets_space(levels, t)
@@ -717,7 +762,9 @@ def shrink_by_search(rows, levels, fixed, needed, rng, oracle, total_steps: int,
     return best, best_fixed
 
 
-def order_rows_by_gain(rows: np.ndarray, levels: np.ndarray, t: int, keep_first: int, needed=None) -> np.ndarray:
+def order_rows_by_gain(
+    rows: np.ndarray, levels: np.ndarray, t: int, keep_first: int, needed=None
+) -> np.ndarray:
     """Reorder rows so that every prefix covers as many tuples as a greedy choice can: each
     next row is the one adding the most still-uncovered tuples (ties: original order).
 
