@@ -326,7 +326,8 @@ def test_decontaminate_semantic_with_embedder():
 
     out = tk.decontaminate([{"prompt": "refund me", "task_id": "a"}, {"prompt": "hello", "task_id": "b"}],
                            [{"prompt": "I want a refund", "task_id": "z"}], embedder=embed)
-    assert out.rules_skipped == {} and "semantic" in out.rules_run
+    # both rows are shorter than 8 words: near_copy could not run and says so
+    assert set(out.rules_skipped) == {"near_copy"} and "semantic" in out.rules_run
     assert out.flagged == [{"index": 0, "rule": "semantic", "task": "a"}]
     assert out.semantic_p99 is not None
 
@@ -437,6 +438,11 @@ def test_leaking_rows_never_reach_pairs_or_reward_model_sets():
     rm = tk.reward_model_set(rows)
     assert rm.n_leaks == 1 and len(rm.rows) == 2 and any("answer key" in w for w in rm.warnings)
     assert "4411" not in json.dumps(rm.rows)
+    # select_for_sft returns scrubbed rows, so training_rows could no longer see the leak:
+    # the selection itself must drop it
+    sft = tk.select_for_sft([dict(r, reward=1.0) for r in rows])
+    assert sft.dropped == {"privileged_quote": 1} and "4411" not in json.dumps(sft.rows)
+    assert "4411" not in json.dumps(tk.training_rows(sft.rows).rows)
 
 
 def test_repeating_what_the_agent_was_shown_is_not_a_leak():
@@ -452,3 +458,170 @@ def test_repeating_what_the_agent_was_shown_is_not_a_leak():
     copied = make_row(final="Note: travel only after 11am and never pay with the gift card.",
                       privileged={"instruction": "You travel only after 11am and never pay with the gift card, ever."})
     assert tk.training_rows([copied, row]).refused == {"privileged_quote": 1}
+
+
+# ---- audit: empty refusal, scrubbing of every serialised form, TRL pairs, validation ----
+
+# rows no cut can use: ungraded, failed judgments, or graded rows without any conversation
+unusable_row = st.one_of(
+    st.builds(lambda t: make_row(task=t, reward=None), st.sampled_from(["a", "b", "c"])),
+    st.builds(lambda t: make_row(task=t, reward=1.0, judge_status="error"), st.sampled_from(["a", "b"])),
+)
+
+
+@given(rows=st.lists(unusable_row, min_size=0, max_size=6))
+def test_property_every_export_refuses_an_empty_result(rows, tmp_path_factory):
+    """No cut ever hands back (or writes) an empty training set: each raises ExportError."""
+    folder = tmp_path_factory.mktemp("empty")
+    for build in (
+        lambda: tk.select_for_sft(rows),
+        lambda: tk.select_for_rl(rows, scan=False),
+        lambda: tk.reward_model_set(rows),
+        lambda: tk.export_preference(tk.build_preference_pairs(rows), folder / "dpo.jsonl"),
+        lambda: tk.training_rows([dict(r, steps=[], final_text="") for r in rows]),
+    ):
+        with pytest.raises(tk.ExportError):
+            build()
+    assert list(folder.iterdir()) == []
+    with pytest.raises(tk.ExportError):
+        tk.decontaminate(rows, [])  # an empty eval set checks nothing
+
+
+@given(
+    finals=st.lists(text.filter(lambda t: t.strip()), min_size=2, max_size=4, unique=True),
+    rewards=st.lists(st.sampled_from([0.0, 1.0]), min_size=2, max_size=4),
+)
+def test_property_no_serialised_form_carries_a_privileged_key(finals, rewards, tmp_path_factory):
+    """Reports' to_dict and every written file are scrubbed, not only the returned rows."""
+    folder = tmp_path_factory.mktemp("scrub")
+    n = min(len(finals), len(rewards))
+    rows = [make_row(task="t", index=i, final=finals[i], reward=rewards[i],
+                     steps=[{"tool": "lookup", "arguments": {"q": 1, "reference": "r"},
+                             "result": {"ok": True, "hidden_state": {"vector": [1]}}}, {"text": finals[i]}])
+            for i in range(n)]
+    reports = [tk.decontaminate(rows, [{"prompt": "an unrelated evaluation question"}]),
+               tk.build_preference_pairs(rows, min_margin=0.5),
+               tk.publish_gate(rows, strict=False, scan=False),
+               tk.calibrate(rows),
+               tk.grade(rows, lambda r: r["reward"], trust="off")]
+    for report in reports:
+        assert not privileged_keys(json.loads(json.dumps(report.to_dict())))
+    saved = [tk.decontaminate(rows, [{"prompt": "x y"}]).save(folder / "dec.jsonl"),
+             tk.training_rows(rows).save(folder / "sft.jsonl"),
+             tk.reward_model_set(rows).save(folder / "rm.jsonl")]
+    for path in saved:
+        for line in path.read_text().splitlines():
+            assert not privileged_keys(json.loads(line))
+
+
+def test_preference_pairs_to_dict_is_scrubbed_but_memory_keeps_the_rows():
+    pairs = tk.build_preference_pairs([make_row(reward=1.0), make_row(reward=0.0, index=1, final="No idea.")])
+    assert pairs.pairs[0]["chosen"]["privileged"] == PRIVILEGED  # export_preference rebuilds from these
+    payload = json.dumps(pairs.to_dict())
+    assert "privileged" not in payload and "answer" not in payload and "4411" not in payload
+
+
+def plain(task, index, reward, steps, prompt=None):
+    final = next((s["text"] for s in reversed(steps) if "text" in s), "")
+    return {"schema_version": "1", "scenario_id": task, "rollout_index": index, "prompt": prompt or f"ask {task}",
+            "steps": steps, "final_text": final, "reward": reward}
+
+
+def test_trl_preference_completions_are_non_empty_and_start_with_the_assistant():
+    # chosen is a prefix of rejected: the longest common prefix would leave chosen empty
+    short = plain("c", 0, 1.0, [{"text": "hello"}])
+    longer = plain("c", 1, 0.0, [{"text": "hello"}, {"user": "more?"}, {"text": "bye"}])
+    record = tk.export_preference(tk.build_preference_pairs([short, longer]), format="trl")[0]
+    assert record["prompt"] == [{"role": "user", "content": "ask c"}]
+    assert record["chosen"] == [{"role": "assistant", "content": "hello"}]
+    assert [m["role"] for m in record["rejected"]] == ["assistant", "user", "assistant"]
+    # the conversations first differ on a tool result: both completions open on the shared call
+    good = plain("d", 0, 1.0, [{"tool": "lookup", "arguments": {"id": 1}, "result": {"ok": True}}, {"text": "good"}])
+    bad = plain("d", 1, 0.0, [{"tool": "lookup", "arguments": {"id": 1}, "result": {"ok": False}}, {"text": "bad"}])
+    record = tk.export_preference(tk.build_preference_pairs([good, bad]), format="trl")[0]
+    assert [m["role"] for m in record["prompt"]] == ["user"]
+    assert [m["role"] for m in record["chosen"]] == [m["role"] for m in record["rejected"]] == ["assistant", "tool", "assistant"]
+    whole = tk.export_preference(tk.build_preference_pairs([good, bad]))[0]
+    shape = lambda messages: [(m["role"], m.get("content")) for m in messages]  # noqa: E731
+    for side in ("chosen", "rejected"):  # prompt + completion is the whole conversation
+        assert shape(record["prompt"] + record[side]) == shape(whole[side])
+    # two phrasings of one task share no prompt: TRL cannot score that pair, so it is refused
+    a = plain("e", 0, 1.0, [{"text": "yes"}], prompt="Refund order 7")
+    b = plain("e", 1, 0.0, [{"text": "no"}], prompt="Please refund my order 7")
+    rephrased = tk.build_preference_pairs([a, b])
+    assert rephrased.pairs[0]["same_prompt"] is False and any("different prompts" in w for w in rephrased.warnings)
+    with pytest.raises(tk.ExportError, match="without a shared prompt"):
+        tk.export_preference(rephrased, format="trl")
+    assert len(tk.export_preference(tk.build_preference_pairs([a, b]), format="openai")) == 1
+
+
+def test_decontaminate_reads_chat_rows_and_never_matches_empty_text():
+    chat = lambda q: {"messages": [{"role": "user", "content": q}, {"role": "assistant", "content": "ok"}]}  # noqa: E731
+    rows = [chat("how do I reset my password"), {"steps": [], "final_text": "no ask at all"}]
+    out = tk.decontaminate(rows, [chat("How do I reset my   password"), {"final_text": "nothing"}])
+    assert [(f["index"], f["rule"]) for f in out.flagged] == [(0, "exact")]
+    assert len(out.rows) == 1  # the row without text is kept, not matched against the eval row without text
+    assert "exact" in out.rules_partial and "without a prompt or user message" in out.rules_partial["exact"]
+    assert "near_copy" in out.rules_skipped  # every row is shorter than 8 words
+    assert "partial" in str(out) and "rules run on part of the rows" in out.note
+    # when no eval row has any text, the text rules could not run at all
+    nothing = tk.decontaminate([chat("a question")], [{"final_text": "x"}])
+    assert {"exact", "near_copy", "semantic", "same_task"} == set(nothing.rules_skipped) and nothing.rules_run == []
+
+
+def test_decontaminate_rejects_bad_arguments():
+    rows = [{"prompt": "refund me please"}]
+    with pytest.raises(tk.ExportError, match="no evaluation set"):
+        tk.decontaminate(rows, [])
+    with pytest.raises(tk.ExportError, match="no rows"):
+        tk.decontaminate([], rows)
+    with pytest.raises(tk.ExportError, match=r"similarity .* \[-1, 1\]"):
+        tk.decontaminate(rows, rows, similarity=2, embedder=lambda texts: [[1.0]] * len(texts))
+    with pytest.raises(tk.ExportError, match="shape"):
+        tk.decontaminate(rows, rows, embedder=lambda texts: [1.0, 2.0, 3.0])
+
+
+def test_cut_arguments_are_validated_with_the_field_named():
+    rows = group("a", [1, 0, 1, 0])
+    with pytest.raises(tk.ExportError, match="band must be a pair"):
+        tk.select_for_rl(rows, band=(0.1, 0.2, 0.3), scan=False)
+    with pytest.raises(tk.ExportError, match="target must be an integer >= 1"):
+        tk.select_for_rl(rows, target=0, scan=False)
+    with pytest.raises(tk.ExportError, match="band must satisfy"):
+        tk.publish_gate(rows, band=(0.9, 0.1))
+    with pytest.raises(tk.ExportError, match="did you mean 'rl'"):
+        tk.publish_gate(rows, mode="rll")
+    with pytest.raises(tk.ExportError, match="tools must be a list of tool schemas"):
+        tk.training_rows(rows, tools="lookup")
+    with pytest.raises(tk.ExportError, match="did you mean 'reward'"):
+        tk.build_preference_pairs(rows, score="rewrd")
+    assert len(tk.build_preference_pairs([dict(r, judge_score=r["reward"]) for r in rows], score="judge_score")) == 1
+
+
+def test_system_prompt_from_simulation_data_records_and_a_warning_when_lost():
+    text = "You are the order desk."
+    row = make_row(lineage={"seed": 7, "system_prompt_sha": "abc123", "system_prompt_chars": len(text)})
+    lost = tk.training_rows([row])
+    assert lost.rows[0]["messages"][0]["role"] == "user"
+    assert any("system_prompt_sha" in w for w in lost.warnings)
+    # SimulationData.system_prompts is a list of {"sha", "text"}; {sha: text} works the same
+    for given in ([{"sha": "abc123", "text": text}], {"abc123": text}):
+        found = tk.training_rows([row], system_prompt=given)
+        assert found.rows[0]["messages"][0] == {"role": "system", "content": text}
+        assert not any("system_prompt_sha" in w for w in found.warnings)
+    with pytest.raises(tk.ExportError, match="system_prompt must be"):
+        tk.training_rows([row], system_prompt=3)
+
+
+def test_the_scan_over_an_rl_selection_groups_by_task_like_the_selection():
+    """A task whose rollouts open with different prompts (a simulated user) is one group for
+    select_for_rl, and so one ask for the hack scan that runs over it."""
+    rows = []
+    for t in range(4):
+        for i in range(4):
+            rows.append(make_row(task=f"t{t}", index=i, reward=float(i % 2), final=f"reply {t} {i}",
+                                 prompt=f"opening {t} variant {i}"))
+    selection = tk.select_for_rl(rows)
+    assert len(selection.groups) == 4 and selection.hack_scan.n_asks == 4
+    gate = tk.publish_gate(rows)
+    assert gate.hack_scan.n_asks == 4

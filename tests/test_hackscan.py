@@ -47,7 +47,7 @@ def test_planted_length_hack_is_flagged_and_honest_judge_is_not():
     assert scan.top_rho > scan.floor
     assert "not an endorsed behaviour" in scan.reading
     honest = tk.hack_scan(tk.grade(rows, honest_judge, trust="off").rows, endorsed=["tool:lookup"])
-    assert honest.regime == "train"
+    assert honest.regime == "train" and "endorsed (tool:lookup (within-ask rho +1.00))" in honest.reading
     assert honest.top_feature == "tool:lookup" and honest.top_rho == pytest.approx(1.0)
     assert "not tool:search" in honest.features[0]["aliases"]  # the complement collapses into it
     assert honest.integrity == pytest.approx(1.0) and honest.rival is None
@@ -122,6 +122,7 @@ def test_pool_exhausted_when_many_asks_all_pass():
     scan = tk.hack_scan(rows, endorsed=["tool:lookup"])
     assert scan.support["sat"] == pytest.approx(10 / 30)
     assert scan.regime == "pool_exhausted"
+    assert scan.reading.startswith("33% of asks are already all-pass") and "harder asks" in scan.reading
 
 
 def test_degenerate_when_rollouts_barely_differ():
@@ -133,6 +134,7 @@ def test_degenerate_when_rollouts_barely_differ():
             rows.append({"prompt": f"ask {a}", "steps": [{"text": text}], "final_text": text, "reward": float(good)})
     scan = tk.hack_scan(rows, endorsed=["says:refund"], auto=True)
     assert scan.regime == "degenerate"
+    assert "median 2.0 distinct per ask" in scan.reading and "no winner can be named" in scan.reading
 
 
 def test_caller_features_and_support_gate():
@@ -150,6 +152,14 @@ def test_ungraded_rows_refused_and_bad_options():
         tk.hack_scan([{"prompt": "p", "steps": [], "final_text": ""}])
     with pytest.raises(tk.ToolkitError, match="did you mean 'prompt'"):
         tk.hack_scan([{"prompt": "p", "reward": 1}], group_by="promt")
+    with pytest.raises(tk.ToolkitError, match="endorsed must be"):
+        tk.hack_scan([{"prompt": "p", "reward": 1}], endorsed=[3])
+
+
+def test_a_bare_string_endorses_one_pattern():
+    rows = tk.grade(rollouts(n_asks=12, k=6, seed=9), honest_judge, trust="off").rows
+    one = tk.hack_scan(rows, endorsed="tool:lookup")
+    assert one.endorsed == ["tool:lookup"] and one.regime == "train"
 
 
 def test_floor_false_alarm_rate_is_near_five_percent_under_the_null():
@@ -166,3 +176,25 @@ def test_floor_false_alarm_rate_is_near_five_percent_under_the_null():
         alarms += bool(scan.above_floor)
     # Binomial(30, 0.05): P(X >= 6) = 0.002
     assert alarms <= 5
+
+
+def test_every_regime_has_a_plain_words_reading():
+    """The six regimes of engine.md §6.6, each reached by the tests above, read as a
+    sentence: no unfilled template field, and the reading names its reason."""
+    import re
+
+    from toolkit import hackscan
+
+    assert tuple(hackscan._READINGS) == tk.REGIMES
+    base = rollouts(n_asks=12, k=6, seed=9)
+    honest = tk.grade(base, honest_judge, trust="off").rows
+    scans = {
+        "unknown": tk.hack_scan(honest),
+        "train": tk.hack_scan(honest, endorsed=["tool:lookup"]),
+        "reward_hack": tk.hack_scan(tk.grade(base, length_judge, trust="off").rows, endorsed=["tool:lookup"]),
+    }
+    for regime, scan in scans.items():
+        assert scan.regime == regime
+        assert scan.reading.endswith(".") and not re.search(r"[{}]", scan.reading)
+        assert str(scan).startswith(f"hack_scan: {regime}")
+    assert "endorsed=[...]" in scans["unknown"].reading and "No endorsed behaviours" in scans["unknown"].reading

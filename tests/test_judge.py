@@ -440,3 +440,91 @@ def test_one_class_gold_is_uninformative_not_trusted():
 def test_no_gold_says_how_to_get_some():
     trust = tk.judge_trust([row("a", reward=1.0)])
     assert trust.agreement is None and not trust.ok and "gold_reward" in trust.advice
+
+
+# ---- audit additions -------------------------------------------------------------------
+
+
+def test_trace_flag_lists_count_absence_as_clean():
+    """A row carrying a flags/seeded list was checked for every listed name: absence is
+    clean (2 of 10 rows hedge -> clean share 0.8, not 0 of 2)."""
+    rows = [row(f"t{i}", flags=["hedging"] if i < 2 else [], seeded=["apology"] if i == 5 else []) for i in range(10)]
+    rows.append(row("bare"))  # no list at all: not counted
+    report = tk.trace_flag_report(rows)
+    assert set(report.flags) == {"hedging", "apology"}
+    hedging, apology = report.flags["hedging"], report.flags["apology"]
+    assert (hedging["n"], hedging["clean"]) == (10, 8) and (apology["n"], apology["clean"]) == (10, 9)
+    assert hedging["ci95"] == pytest.approx(proportion_confint(8, 10, method="wilson"), abs=1e-9)
+
+
+def test_judge_trust_names_a_misspelt_gold_field_and_bad_options():
+    rows = [dict(r, human_label=r.pop("gold_reward")) for r in labelled(30, 30)]
+    with pytest.raises(tk.JudgeError, match="did you mean 'human_label'"):
+        tk.judge_trust(rows, gold="human_labl")
+    assert tk.judge_trust(rows, gold="human_label").n_gold == 60
+    with pytest.raises(tk.JudgeError, match="max_rejudge must be an integer >= 1"):
+        tk.judge_trust(rows, lambda r: 1, gold="human_label", max_rejudge=0)
+    with pytest.raises(tk.JudgeError, match="quality must be a callable"):
+        tk.rank(rows, quality=3)
+
+
+def test_held_out_halves_say_when_they_lack_power():
+    trust = tk.judge_trust(labelled(6, 6))  # 12 gold rows: fewer than 10 in at least one half
+    assert trust.held_out["informative"] is False and trust.held_out["flagged"] is False
+    assert "low power" in trust.held_out["note"] and ">= 10" in trust.held_out["note"]
+    assert sum(trust.held_out["sizes"].values()) == 12
+    assert any("50" in w for w in trust.warnings)  # under 50 gold rows the agreement is coarse
+
+
+def test_gold_as_a_second_row_list_skips_the_same_row_checks_and_says_so():
+    from sklearn.metrics import cohen_kappa_score
+
+    judged = [row(f"t{i}", reward=float(i % 2 if i > 3 else 1 - i % 2)) for i in range(60)]
+    gold = [row(f"t{i}", reward=float(i % 2), label_source="human") for i in range(60)]
+    trust = tk.judge_trust(judged, gold=gold)
+    assert trust.n_gold == 60 and trust.agreement == pytest.approx(56 / 60)
+    assert trust.kappa == pytest.approx(cohen_kappa_score([r["reward"] for r in judged], [r["reward"] for r in gold]))
+    assert "second row list" in trust.held_out["note"] and "second row list" in trust.length["note"]
+    assert trust.length["informative"] is False and "length_sensitive" not in trust.flags
+
+
+def test_numpy_scalars_from_a_judge_are_rewards_and_booleans_are_not():
+    import numpy as np
+
+    rows = [row("a"), row("b"), row("c"), row("d")]
+    verdicts = {"a": {"reward": np.int64(1)}, "b": np.float32(0.5), "c": {"reward": np.bool_(True)}, "d": True}
+    report = tk.grade(rows, lambda r: verdicts[r["scenario_id"]], trust="off")
+    assert [r["judge_status"] for r in report.rows] == ["ok", "ok", "invalid_result", "invalid_result"]
+    assert [type(r["reward"]) for r in report.rows[:2]] == [float, float] and report.rows[1]["reward"] == 0.5
+    json.dumps(report.to_dict())
+    assert tk.rank(rows, quality=lambda r: np.float32(0.25))[0]["quality"] == pytest.approx(0.25)
+
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+
+@given(
+    rewards=st.lists(st.one_of(st.none(), st.floats(-2, 3, allow_nan=False)), min_size=1, max_size=8),
+    truncated=st.lists(st.booleans(), min_size=8, max_size=8),
+)
+def test_property_rank_adds_quality_and_never_changes_reward(rewards, truncated):
+    rows = [row(f"t{i}", index=i, reward=r, finish_reason="length" if truncated[i] else "stop")
+            for i, r in enumerate(rewards)]
+    ranked = tk.rank(rows)
+    by_task = {r["scenario_id"]: r for r in ranked}
+    assert len(ranked) == len(rows)
+    for original in rows:
+        out = by_task[original["scenario_id"]]
+        assert out["reward"] == original["reward"] and "quality" not in original
+        assert 0.0 <= out["quality"] <= 1.0
+    assert [r["quality_rank"] for r in ranked] == list(range(1, len(rows) + 1))
+    assert all(a["quality"] >= b["quality"] for a, b in zip(ranked, ranked[1:]))
+
+
+def test_reports_never_print_the_in_memory_rows():
+    secret = {"reference": "SECRET-ANSWER-KEY"}
+    rows = [row("a", index=i, final=f"reply {i}", reward=float(i % 2), privileged=secret) for i in range(4)]
+    for report in (tk.grade(rows, lambda r: r["reward"], trust="off"), tk.calibrate(rows),
+                   tk.build_preference_pairs(rows), tk.select_for_rl(rows, scan=False)):
+        assert "SECRET" not in repr(report) and "SECRET" not in report._repr_html_()

@@ -274,3 +274,64 @@ def test_kl_by_task_figure_draws_per_task_bars_and_pooled_line():
 def test_numpy_token_counts_are_counts():
     row = lp_row("a", -10.0, np.int64(20), ref=-12.0)
     assert tk.mean_kl([row]).mean_kl == pytest.approx(0.1)
+
+
+def test_misspelt_ref_field_names_the_nearest_and_unscored_rows_get_a_note():
+    rows = [lp_row("a", -10.0, 20, ref=-12.0, reward=1.0)]
+    with pytest.raises(tk.LogprobError, match="did you mean 'ref_logprob'"):
+        tk.mean_kl(rows, ref="ref_logprb")
+    with pytest.raises(tk.LogprobError, match="did you mean 'ref_logprob'"):
+        tk.calibrate(rows, ref="ref_logprb")
+    # rows never scored: the default field is simply absent, which is a note, not an error
+    unscored = [lp_row("a", -10.0, 20)]
+    assert "reference_logprobs" in tk.mean_kl(unscored).note
+    # a custom field the rows do carry works
+    assert tk.mean_kl([dict(rows[0], base_lp=-12.0)], ref="base_lp").mean_kl == pytest.approx(0.1)
+
+
+def test_kl_by_task_refuses_to_draw_an_empty_chart():
+    from toolkit.plots import kl_by_task
+
+    with pytest.raises(tk.LogprobError, match="reference_logprobs"):
+        kl_by_task([lp_row("a", -1.0, 3)])
+
+
+def test_a_dead_reference_is_not_called_on_every_row():
+    calls = []
+
+    class Dead:
+        def score_total(self, row):
+            calls.append(row["prompt"])
+            raise ConnectionError("refused")
+
+    rows = [{"prompt": f"p{i}", "steps": [], "final_text": ""} for i in range(10)]
+    out = tk.reference_logprobs(rows, Dead())
+    assert len(calls) == 3 and len(out.rows) == 10 and out.n_failed == 10
+    assert [r["ref_status"] for r in out.rows] == ["error"] * 3 + ["skipped"] * 7
+    assert "first 3 rows" in out.rows[-1]["ref_error"] and "refused" in out.rows[-1]["ref_error"]
+    assert out.failures == {"ConnectionError": 3, "skipped": 7}
+
+
+def test_rows_without_a_model_are_neither_stale_nor_fresh():
+    rows = [lp_row("a", -1.0, 2, model_version="m-new"), lp_row("b", -1.0, 2, model_version="m-old"), lp_row("c", -1.0, 2)]
+    report = tk.staleness_report(rows, base_model="m-new")
+    assert report.n_stale == 1 and report.n_unknown_model == 1
+    assert any("no model_version" in w for w in report.warnings) and "1 with no model_version" in str(report)
+
+
+def test_an_alive_reference_is_never_cut_short():
+    calls = []
+
+    class Flaky:
+        def score_total(self, row):
+            calls.append(row["prompt"])
+            if row["prompt"] in ("p0", "p1", "p2"):
+                return float("-inf")  # answered: probability 0, not a dead server
+            if row["prompt"] == "p3":
+                raise ConnectionError("blip")
+            return -1.0
+
+    rows = [{"prompt": f"p{i}", "steps": [], "final_text": ""} for i in range(6)]
+    out = tk.reference_logprobs(rows, Flaky())
+    assert len(calls) == 6 and out.n_scored == 2
+    assert [r["ref_status"] for r in out.rows] == ["unscorable"] * 3 + ["error", "ok", "ok"]

@@ -28,7 +28,13 @@ Where we differ from the reference system:
   of writing a 0-byte file a loader would crash on.
 * ``select_for_rl`` returns what it dropped *by group and reason*, not only a count.
 * ``decontaminate`` treats a rule that could not run as a result (``rules_skipped``), never
-  as a silent pass (#488).
+  as a silent pass (#488), and names a rule that ran on only part of the rows
+  (``rules_partial``); an empty text never counts as an exact match.
+* TRL preference rows: the shared ``prompt`` ends where both completions start with an
+  assistant turn (never an empty completion); a pair whose rollouts opened with different
+  prompts has no shared prompt and is left out of a TRL export (``same_prompt`` says so).
+* ``select_for_sft`` applies the privileged-leak gate itself: the rows it returns are
+  scrubbed, so a later ``training_rows`` could no longer see the leak.
 * The privileged-leak gate (every cut, not only SFT) counts a quote as 8 consecutive words
   or a whole privileged string of >= 12 characters that the agent was not itself shown,
   instead of any 12-character window (see ``_LeakCheck``; measured on tau-bench rows).
@@ -139,6 +145,43 @@ def _clean(row: Mapping[str, Any]) -> dict[str, Any]:
 def _check_format(name: str, value: str, allowed: Sequence[str]) -> None:
     if value not in allowed:
         raise ExportError(unknown_name_message(name, value, allowed))
+
+
+def _check_band(band: Any) -> tuple[float, float]:
+    """``band`` as (lo, hi) with 0 <= lo <= hi <= 1, or an ExportError naming the field."""
+    try:
+        lo, hi = band
+        lo, hi = float(lo), float(hi)
+    except (TypeError, ValueError):
+        raise ExportError(f"band must be a pair (lo, hi) of pass rates in [0, 1], got {band!r}") from None
+    if not (0.0 <= lo <= hi <= 1.0):
+        raise ExportError(f"band must satisfy 0 <= lo <= hi <= 1, got {band}")
+    return lo, hi
+
+
+def _check_count(name: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ExportError(f"{name} must be an integer >= 1, got {value!r}")
+
+
+def _check_tools(tools: Any) -> None:
+    if tools is None:
+        return
+    if isinstance(tools, (str, bytes, Mapping)) or not isinstance(tools, Sequence) or not all(
+        isinstance(t, Mapping) for t in tools
+    ):
+        raise ExportError(
+            "tools must be a list of tool schemas (dicts such as {'type': 'function', 'function': {...}}), "
+            f"got {type(tools).__name__}"
+        )
+
+
+def _check_score_field(rows: Sequence[Mapping[str, Any]], field_name: str) -> None:
+    """A score field that no row carries is a typo until shown otherwise: name the nearest."""
+    if field_name == "reward" or not rows or any(field_name in r for r in rows):
+        return
+    keys = sorted({k for r in rows for k in r if isinstance(k, str)})
+    raise ExportError(unknown_name_message("score field", field_name, keys))
 
 
 def _strings_in(value: Any) -> Iterable[str]:
@@ -281,9 +324,28 @@ def _system_prompt_of(row: Mapping[str, Any], system_prompt: str | Mapping[str, 
         return None
     if isinstance(system_prompt, str):
         return system_prompt
-    # {sha: text} as SimulationData.system_prompts carries it
+    # {sha: text}, or SimulationData.system_prompts: a list of {"sha", "text"} records
+    by_sha = _system_prompt_map(system_prompt)
     sha = (row.get("lineage") or {}).get("system_prompt_sha")
-    return system_prompt.get(sha) if sha else None
+    return by_sha.get(sha) if sha else None
+
+
+def _check_system_prompt(system_prompt: Any) -> None:
+    if system_prompt is not None and not isinstance(system_prompt, str):
+        _system_prompt_map(system_prompt)
+
+
+def _system_prompt_map(system_prompt: Any) -> dict[str, str]:
+    if isinstance(system_prompt, Mapping):
+        return {str(k): v for k, v in system_prompt.items() if isinstance(v, str)}
+    if isinstance(system_prompt, (list, tuple)) and all(
+        isinstance(p, Mapping) and "sha" in p and "text" in p for p in system_prompt
+    ):
+        return {str(p["sha"]): p["text"] for p in system_prompt}
+    raise ExportError(
+        "system_prompt must be a string, {sha: text}, or data.system_prompts (a list of {'sha', 'text'}); "
+        f"got {type(system_prompt).__name__}"
+    )
 
 
 def _wire_messages(
@@ -430,7 +492,7 @@ class _Saveable:
 class TrainingSet(Result, _Saveable):
     """Chat samples for supervised fine-tuning."""
 
-    rows: list
+    rows: list = field(repr=False)  # never printed in full: the in-memory rows keep privileged
     format: str
     mask_mode: str
     unroll: bool
@@ -482,17 +544,22 @@ def training_rows(
     """
     _check_format("format", format, _FORMATS)
     _check_format("mask_mode", mask_mode, _MASK_MODES)
-    if max_tool_output_chars is not None and max_tool_output_chars < 1:
-        raise ExportError(f"max_tool_output_chars must be >= 1 or None, got {max_tool_output_chars}")
+    if max_tool_output_chars is not None:
+        _check_count("max_tool_output_chars (or None)", max_tool_output_chars)
+    _check_tools(tools)
+    _check_system_prompt(system_prompt)
     source = as_row_list(rows)
     groups = _group_fields(source)
     repeated = any(g["k"] > 1 for g in groups.values())
     refused: dict[str, int] = Counter()
     warnings: list[str] = []
     out: list[dict[str, Any]] = []
-    n_failing = n_truncated = 0
+    n_failing = n_truncated = n_lost_system = 0
     for index, row in enumerate(source):
         sp = _system_prompt_of(row, system_prompt)
+        lineage = row.get("lineage") if isinstance(row.get("lineage"), Mapping) else {}
+        # the row ran under a deploy prompt whose text we cannot recover (#592)
+        lost_system = sp is None and bool(lineage.get("system_prompt_sha")) and bool(lineage.get("system_prompt_chars", 1))
         try:
             raw_messages = _row_messages(row, sp)
         except ExportError:
@@ -519,6 +586,7 @@ def training_rows(
             n_failing += 1
         if any(step.get("truncated") for step in row.get("steps") or [] if isinstance(step, Mapping)):
             n_truncated += 1
+        n_lost_system += int(lost_system and not any(m["role"] == "system" for m in messages))
         meta = _clean({k: v for k, v in row.items() if k not in _CONVERSATION_FIELDS})
         meta["schema_version"] = "1"
         if isinstance(row.get("prompt"), str):
@@ -539,6 +607,12 @@ def training_rows(
         warnings.append(f"{n_failing} exported row(s) have reward < 0.5; SFT teaches whatever it is shown")
     if n_truncated:
         warnings.append(f"{n_truncated} exported row(s) contain turns cut at the token cap, exported as targets")
+    if n_lost_system:
+        warnings.append(
+            f"{n_lost_system} row(s) ran under a system prompt (lineage.system_prompt_sha) whose text they do not "
+            "carry, and were exported without it; pass system_prompt= (a string, or data.system_prompts as "
+            "{sha: text}) so the model trains on the prompt it will be deployed with"
+        )
     if tools is None and not any("tools" in r for r in out):
         warnings.append("no tool schemas attached (pass tools=); a model trained without them sees calls to unknown tools")
     if not out:
@@ -587,7 +661,7 @@ def _cut_samples(messages: list[dict[str, Any]], *, mask_mode: str, unroll: bool
 class SFTSelection(Result, _Saveable):
     """Which rows go into SFT, and whether that was a real selection."""
 
-    rows: list
+    rows: list = field(repr=False)  # never printed in full: the in-memory rows keep privileged
     strategy: str
     selection_effective: str
     n_eligible: int
@@ -634,7 +708,9 @@ def select_for_sft(
     strategy: str = "top_per_prompt",
     seed: int = 0,
 ) -> SFTSelection:
-    """Pick SFT rows: reward >= ``min_reward``, not junk, then per ``strategy``.
+    """Pick SFT rows: reward >= ``min_reward``, not junk, not quoting their own privileged
+    block (``dropped["privileged_quote"]``; the rows come back scrubbed, so this is the
+    last point the leak can be seen), then per ``strategy``.
 
     ``top_per_prompt`` keeps the best row of each prompt, ordered round-robin over behaviour
     signatures (largest bucket first) so the cut at ``target`` keeps the variety;
@@ -644,8 +720,7 @@ def select_for_sft(
     then "best" chose nothing and the set is the pass filter (#747).
     """
     _check_format("strategy", strategy, _SFT_STRATEGIES)
-    if target < 1:
-        raise ExportError(f"target must be >= 1, got {target}")
+    _check_count("target", target)
     source = as_row_list(rows)
     dropped: Counter = Counter()
     eligible: list[dict[str, Any]] = []
@@ -660,6 +735,10 @@ def select_for_sft(
         junk = _is_junk(row)
         if junk:
             dropped[junk] += 1
+            continue
+        if _row_quotes_privileged(row):
+            # the selected rows leave scrubbed, so training_rows could no longer see the leak
+            dropped["privileged_quote"] += 1
             continue
         eligible.append(row)
     by_prompt: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -731,7 +810,7 @@ def select_for_sft(
 class PreferencePairs(Result):
     """Chosen/rejected pairs of the same task with a score margin."""
 
-    pairs: list
+    pairs: list = field(repr=False)  # never printed in full: the in-memory rows keep privileged
     n_tasks: int
     n_tasks_paired: int
     min_margin: float
@@ -739,11 +818,27 @@ class PreferencePairs(Result):
     warnings: list
     dropped: dict
 
+    def to_dict(self) -> dict:
+        """JSON-safe, with the chosen/rejected rows scrubbed: the in-memory pairs keep the
+        whole rows (``privileged`` included) for :func:`export_preference`, a serialised
+        report must not carry the answer key."""
+        out = super().to_dict()
+        out["pairs"] = [_deep_scrub(_scrub_pair(pair)) for pair in out["pairs"]]
+        return out
+
     def __str__(self) -> str:
         return f"{len(self.pairs)} preference pairs from {self.n_tasks_paired} of {self.n_tasks} tasks (min_margin {self.min_margin})"
 
     def __len__(self) -> int:
         return len(self.pairs)
+
+
+def _scrub_pair(pair: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(pair)
+    for side in ("chosen", "rejected"):
+        if isinstance(out.get(side), Mapping):
+            out[side] = _scrub(out[side])
+    return out
 
 
 def _reply_length(row: Mapping[str, Any]) -> int:
@@ -773,15 +868,16 @@ def build_preference_pairs(
     block (>= 12 characters) never pair. Within a task rows are
     ranked by score; each chosen row takes the first lower candidate with margin >=
     ``min_margin`` (with ``length_match=True``, the one closest in reply length, so the
-    pair does not teach "longer is better"); each row is used once. The default margin
-    1.0 admits only 1-vs-0 pairs; 0.5 admits partial credit; a margin <= 0 would pair ties
+    pair does not teach "longer is better"); each row is used once. ``same_prompt`` on a
+    pair says whether both rollouts opened with the same prompt (a TRL export needs it; the
+    report warns otherwise). The default margin 1.0 admits only 1-vs-0 pairs; 0.5 admits partial credit; a margin <= 0 would pair ties
     and raises ValueError.
     """
     if not isinstance(min_margin, (int, float)) or isinstance(min_margin, bool) or min_margin <= 0:
         raise ExportError(f"min_margin must be > 0 (a margin of 0 pairs ties), got {min_margin!r}")
-    if max_pairs_per_prompt < 1:
-        raise ExportError(f"max_pairs_per_prompt must be >= 1, got {max_pairs_per_prompt}")
+    _check_count("max_pairs_per_prompt", max_pairs_per_prompt)
     source = as_row_list(rows)
+    _check_score_field(source, score)
     dropped: Counter = Counter()
     by_task: dict[str, list[tuple[float, int, dict]]] = defaultdict(list)
     for index, row in enumerate(source):
@@ -835,6 +931,9 @@ def build_preference_pairs(
                     == (rejected.get("policy_version"), rejected.get("model_version")),
                     "length_delta": _reply_length(chosen) - _reply_length(rejected),
                     "first_turn_differs": _first_turn(chosen) != _first_turn(rejected),
+                    # simulated users and rephrasings open one task differently; such a pair
+                    # has no shared prompt for TRL's prompt/chosen/rejected rows
+                    "same_prompt": (chosen.get("prompt"), chosen.get("prefix")) == (rejected.get("prompt"), rejected.get("prefix")),
                     "reasons": {"chosen": chosen.get("reason"), "rejected": rejected.get("reason")},
                     "rejected_failure_class": rejected.get("failure_class"),
                     "lineage": {"chosen": chosen.get("lineage"), "rejected": rejected.get("lineage")},
@@ -855,6 +954,12 @@ def build_preference_pairs(
         if differing < 8:
             warnings.append(
                 f"{differing} pair(s) differ on the first turn; hosted DPO compares first turns and needs >= 8"
+            )
+        other_prompt = sum(1 for p in pairs if not p["same_prompt"])
+        if other_prompt:
+            warnings.append(
+                f"{other_prompt} of {len(pairs)} pair(s) join rollouts that opened with different prompts; "
+                "export_preference(format='trl') needs a shared prompt and drops them"
             )
         if not all(p["same_policy"] for p in pairs):
             warnings.append("some pairs mix policies (chosen and rejected sampled by different models/prompts)")
@@ -880,6 +985,26 @@ def _common_prefix(a: list[dict], b: list[dict]) -> int:
     return n
 
 
+def _preference_cut(chosen: list[dict], rejected: list[dict]) -> int | None:
+    """Where TRL's shared ``prompt`` ends: the longest common prefix, moved back until both
+    completions start with an assistant turn. TRL's DPO scores the completions after the
+    chat-templated prompt, so a completion must be a non-empty run of turns the model
+    generates: an empty one (one conversation a prefix of the other) or one opening on a
+    tool result would be scored as if the policy wrote it. None when no such cut exists
+    (the two conversations differ before the first assistant turn: different prompts)."""
+    cut = _common_prefix(chosen, rejected)
+    while cut > 0:
+        if (
+            cut < len(chosen)
+            and cut < len(rejected)
+            and chosen[cut].get("role") == "assistant"
+            and rejected[cut].get("role") == "assistant"
+        ):
+            return cut
+        cut -= 1
+    return None
+
+
 def export_preference(
     pairs: PreferencePairs | Sequence[Mapping[str, Any]],
     path: str | Path | None = None,
@@ -890,13 +1015,17 @@ def export_preference(
 ) -> list[dict[str, Any]]:
     """Write preference pairs: full conversations (``openai``: ``chosen``/``rejected``
     message lists) or TRL's conversational triples (``trl``: shared ``prompt`` prefix,
-    ``chosen`` and ``rejected`` completions). Ties (equal scores or identical
-    conversations) are dropped; an empty result raises :class:`ExportError`. Returns the
-    records; writes JSONL when ``path`` is given."""
+    ``chosen`` and ``rejected`` completions, each starting with an assistant turn). Ties
+    (equal scores or identical conversations) are dropped, and in TRL format so is a pair
+    whose conversations differ before the first assistant turn (no shared prompt); an
+    empty result raises :class:`ExportError`. Returns the records; writes JSONL when
+    ``path`` is given."""
     _check_format("format", format, _FORMATS)
+    _check_tools(tools)
+    _check_system_prompt(system_prompt)
     items = pairs.pairs if isinstance(pairs, PreferencePairs) else list(pairs)
     records = []
-    n_ties = 0
+    n_ties = n_no_shared_prompt = 0
     for index, pair in enumerate(items):
         if pair["chosen_score"] <= pair["rejected_score"]:
             n_ties += 1
@@ -925,8 +1054,10 @@ def export_preference(
         if format == "openai":
             record = {"chosen": chosen, "rejected": rejected, **meta}
         else:
-            cut = _common_prefix(chosen, rejected)
-            # the prefix must end before an assistant turn both share only by accident
+            cut = _preference_cut(chosen, rejected)
+            if cut is None:
+                n_no_shared_prompt += 1
+                continue
             record = {"prompt": chosen[:cut], "chosen": chosen[cut:], "rejected": rejected[cut:], **meta}
         row_tools = tools if tools is not None else pair["chosen"].get("tools")
         if row_tools:
@@ -934,7 +1065,13 @@ def export_preference(
         records.append(_deep_scrub(_scrub(record)))
     if not records:
         raise ExportError(
-            f"export_preference has nothing to write ({len(items)} pair(s), {n_ties} tie(s) dropped)"
+            f"export_preference has nothing to write ({len(items)} pair(s), {n_ties} tie(s) dropped"
+            + (
+                f", {n_no_shared_prompt} without a shared prompt before the first assistant turn"
+                if n_no_shared_prompt
+                else ""
+            )
+            + ")"
         )
     if path is not None:
         write_jsonl(records, path)
@@ -950,7 +1087,7 @@ def export_preference(
 class RLSelection(Result, _Saveable):
     """Whole mixed groups in the pass-rate band, and what was dropped and why."""
 
-    rows: list
+    rows: list = field(repr=False)  # never printed in full: the in-memory rows keep privileged
     groups: dict
     dropped_groups: dict
     dropped_rows: dict
@@ -968,6 +1105,9 @@ class RLSelection(Result, _Saveable):
 
 
 _TRUNCATED_MODES = ("drop", "keep", "penalize")
+# simulate()'s modes (toolkit.engine.MODES); spelled out here so the export layer does not
+# import the engine.
+_RUN_MODES = ("explore", "sft", "rl", "adaptive")
 _RL_ORDERS = ("spread", "middle")
 # DAPO/TRL experience (#397): fewer than 32 mixed tasks gave grad_norm 0 in practice.
 _MIN_MIXED_GROUPS = 32
@@ -1022,9 +1162,8 @@ def select_for_rl(
     """
     _check_format("truncated", truncated, _TRUNCATED_MODES)
     _check_format("order", order, _RL_ORDERS)
-    lo, hi = band
-    if not (0.0 <= lo <= hi <= 1.0):
-        raise ExportError(f"band must satisfy 0 <= lo <= hi <= 1, got {band}")
+    lo, hi = _check_band(band)
+    _check_count("target", target)
     source = as_row_list(rows)
     from toolkit.logprobs import calibrate
 
@@ -1136,7 +1275,9 @@ def select_for_rl(
     if scan and selected_rows:
         from toolkit.hackscan import hack_scan
 
-        scan_result = hack_scan(selected_rows, endorsed=endorsed, seed=seed)
+        # the groups here are tasks (task_key), so the scan's asks are too: grouping by
+        # prompt text would split a task whose rollouts open differently into singletons
+        scan_result = hack_scan(selected_rows, endorsed=endorsed, group_by="task", seed=seed)
         if scan_result.regime == "reward_hack":
             warnings.append(f"hack_scan over the selection reads reward_hack: {scan_result.reading}")
     if not selected_rows:
@@ -1167,7 +1308,7 @@ def select_for_rl(
 class RewardModelSet(Result, _Saveable):
     """Every graded row (passes and failures) with its reward, for a reward-model trainer."""
 
-    rows: list
+    rows: list = field(repr=False)  # never printed in full: the in-memory rows keep privileged
     n_source: int
     n_ungraded: int
     n_pass: int
@@ -1187,6 +1328,8 @@ def reward_model_set(
     reward model, so nothing is filtered on reward; a one-class set is warned about. A row
     whose reply quotes its own privileged block is left out (``n_leaks``): the answer key
     must not reach a training file in any cut."""
+    _check_tools(tools)
+    _check_system_prompt(system_prompt)
     source = as_row_list(rows)
     out = []
     n_ungraded = n_leaks = 0
@@ -1289,6 +1432,9 @@ def publish_gate(
     """
     from toolkit.logprobs import calibrate
 
+    if mode is not None:
+        _check_format("mode", mode, _RUN_MODES)
+    lo, hi = _check_band(band)
     source = as_row_list(rows)
     if not source:
         raise ExportError("publish_gate got no rows")
@@ -1300,7 +1446,6 @@ def publish_gate(
     calibration = calibrate(source)
     refusals: list[str] = []
     warnings: list[str] = []
-    lo, hi = band
     n_mixed = n_unanimous = n_out_of_band = 0
     for group in groups.values():
         values = [binary_reward(r) for r in group]
@@ -1357,7 +1502,7 @@ def publish_gate(
     if scan and graded and rl_shaped:
         from toolkit.hackscan import hack_scan
 
-        scan_result = hack_scan(graded, endorsed=endorsed, seed=seed)
+        scan_result = hack_scan(graded, endorsed=endorsed, group_by="task", seed=seed)  # asks = the gate's task groups
         if scan_result.regime == "reward_hack":
             if strict_hacks:
                 refusals.append("reward_hack")
@@ -1406,21 +1551,32 @@ def publish_gate(
 
 @dataclass(frozen=True)
 class DecontaminationReport(Result, _Saveable):
-    rows: list
+    rows: list = field(repr=False)  # never printed in full: the in-memory rows keep privileged
     flagged: list
     rules_run: list
     rules_skipped: dict
     n_source: int
     semantic_p99: float | None
     note: str | None = None
+    rules_partial: dict = field(default_factory=dict)
 
     def __str__(self) -> str:
         skipped = f"; skipped: {', '.join(self.rules_skipped)}" if self.rules_skipped else ""
+        if self.rules_partial:
+            skipped += f"; partial: {', '.join(self.rules_partial)}"
         return f"{len(self.flagged)} of {self.n_source} rows flagged as contaminated, {len(self.rows)} kept{skipped}"
 
 
 def _row_text(row: Mapping[str, Any]) -> str:
-    return str(row.get("prompt", ""))
+    """The ask a row poses: its ``prompt``, else the first user message of ``messages``
+    (an eval set in chat form has no prompt field), else ""."""
+    prompt = row.get("prompt")
+    if isinstance(prompt, str) and prompt.strip():
+        return prompt
+    for message in row.get("messages") or []:
+        if isinstance(message, Mapping) and message.get("role") == "user" and isinstance(message.get("content"), str):
+            return message["content"]
+    return ""
 
 
 def _words(text: str) -> list[str]:
@@ -1445,69 +1601,109 @@ def decontaminate(
     ``semantic`` (cosine >= ``similarity`` between embeddings of rows with different task
     ids, only with ``embedder``: a callable list[str] -> array (n, d); otherwise skipped).
     ``semantic_p99`` is the 99th percentile of distinct-task similarity, to calibrate the
-    threshold.
+    threshold. A row's text is its ``prompt``, else its first user message; an empty text
+    never matches.
+
+    Nothing unchecked passes silently (#488): a rule that could not run at all is in
+    ``rules_skipped`` (rule -> why), a rule that ran on only some rows is in
+    ``rules_partial`` (rule -> how many rows it could not check), and ``note`` says both in
+    words. No rows, an empty ``against`` or a result with no row left raise
+    :class:`ExportError`.
     """
-    if n < 1:
-        raise ExportError(f"n must be >= 1, got {n}")
-    if not 0 < overlap <= 1:
-        raise ExportError(f"overlap must be in (0, 1], got {overlap}")
+    _check_count("n", n)
+    if isinstance(overlap, bool) or not isinstance(overlap, (int, float)) or not 0 < overlap <= 1:
+        raise ExportError(f"overlap must be in (0, 1], got {overlap!r}")
+    if isinstance(similarity, bool) or not isinstance(similarity, (int, float)) or not -1 <= similarity <= 1:
+        raise ExportError(f"similarity is a cosine threshold and must be in [-1, 1], got {similarity!r}")
     source = as_row_list(rows)
     evals = as_row_list(against, "against")
+    if not source:
+        raise ExportError("decontaminate got no rows")
+    if not evals:
+        # an empty eval set checks nothing; passing every row would read as "clean"
+        raise ExportError("against is empty: there is no evaluation set to decontaminate against")
     rules_run: list[str] = []
     rules_skipped: dict[str, str] = {}
+    partial: dict[str, str] = {}
     flags: dict[int, str] = {}
 
     def ids(row: Mapping[str, Any]) -> set[str]:
         return {str(row[f]) for f in ("scenario_id", "task_id") if row.get(f) not in (None, "")}
 
-    eval_ids = set().union(*(ids(r) for r in evals)) if evals else set()
+    eval_ids = set().union(*(ids(r) for r in evals))
     row_has_ids = any(ids(r) for r in source)
     if not eval_ids or not row_has_ids:
         side = "the eval set" if not eval_ids else "the rows"
         rules_skipped["same_task"] = f"no scenario_id/task_id on {side}"
     else:
         rules_run.append("same_task")
+        n_without_ids = sum(1 for r in source if not ids(r))
+        if n_without_ids:
+            partial["same_task"] = f"{n_without_ids} row(s) without scenario_id/task_id not checked"
         for i, row in enumerate(source):
             if ids(row) & eval_ids:
                 flags.setdefault(i, "same_task")
-    eval_texts = [_normalise_text(_row_text(r)) for r in evals]
-    exact = set(eval_texts)
-    rules_run.append("exact")
-    for i, row in enumerate(source):
-        if i not in flags and _normalise_text(_row_text(row)) in exact:
-            flags[i] = "exact"
-    eval_word_lists = [_words(t) for t in eval_texts]
-    eval_grams = [
-        {tuple(w[j : j + n]) for j in range(len(w) - n + 1)} for w in eval_word_lists
-    ]
-    rules_run.append("near_copy")
-    for i, row in enumerate(source):
-        if i in flags:
-            continue
-        words = _words(_row_text(row))
-        if len(words) < n:
-            continue
-        grams = [tuple(words[j : j + n]) for j in range(len(words) - n + 1)]
-        for eg in eval_grams:
-            if not eg:
-                continue
-            covered = [False] * len(words)
-            for j, gram in enumerate(grams):
-                if gram in eg:
-                    for t in range(j, j + n):
-                        covered[t] = True
-            if sum(covered) / len(words) >= overlap:
-                flags[i] = "near_copy"
-                break
+    # An empty text never matches: two rows without an ask are not copies of each other.
+    row_texts = [_normalise_text(_row_text(r)) for r in source]
+    eval_texts = [t for t in (_normalise_text(_row_text(r)) for r in evals) if t]
+    n_no_text = sum(1 for t in row_texts if not t)
+    if not eval_texts or n_no_text == len(source):
+        reason = "no prompt or user message on " + ("the eval set" if not eval_texts else "the rows")
+        rules_skipped["exact"] = reason
+        rules_skipped["near_copy"] = reason
+    else:
+        if n_no_text:
+            partial["exact"] = f"{n_no_text} row(s) without a prompt or user message not checked"
+        exact = set(eval_texts)
+        rules_run.append("exact")
+        for i, text in enumerate(row_texts):
+            if i not in flags and text and text in exact:
+                flags[i] = "exact"
+        eval_word_lists = [_words(t) for t in eval_texts]
+        eval_grams = [g for g in ({tuple(w[j : j + n]) for j in range(len(w) - n + 1)} for w in eval_word_lists) if g]
+        row_words = [_words(t) for t in row_texts]
+        n_short = sum(1 for w in row_words if 0 < len(w) < n)
+        if not eval_grams:
+            rules_skipped["near_copy"] = f"every eval text is shorter than n={n} words"
+        elif not any(len(w) >= n for w in row_words):
+            rules_skipped["near_copy"] = f"every row is shorter than n={n} words (the exact rule still ran)"
+        else:
+            rules_run.append("near_copy")
+            if n_short:
+                partial["near_copy"] = f"{n_short} row(s) shorter than n={n} words got the exact rule only"
+            if n_no_text:
+                partial["near_copy"] = "; ".join(
+                    p for p in (partial.get("near_copy"), f"{n_no_text} row(s) without text not checked") if p
+                )
+            for i, words in enumerate(row_words):
+                if i in flags or len(words) < n:
+                    continue
+                grams = [tuple(words[j : j + n]) for j in range(len(words) - n + 1)]
+                for eg in eval_grams:
+                    covered = [False] * len(words)
+                    for j, gram in enumerate(grams):
+                        if gram in eg:
+                            for t in range(j, j + n):
+                                covered[t] = True
+                    if sum(covered) / len(words) >= overlap:
+                        flags[i] = "near_copy"
+                        break
     p99 = None
     if embedder is None:
         rules_skipped["semantic"] = "no embedder= given"
     else:
         import numpy as np
 
-        rules_run.append("semantic")
         row_vectors = np.asarray(embedder([_row_text(r) for r in source]), dtype=float)
         eval_vectors = np.asarray(embedder([_row_text(r) for r in evals]), dtype=float)
+        for label, vectors, expected in (("rows", row_vectors, len(source)), ("against", eval_vectors, len(evals))):
+            if vectors.ndim != 2 or vectors.shape[0] != expected:
+                raise ExportError(
+                    f"embedder must return an array of shape (n_texts, dim); for {label} it returned shape "
+                    f"{vectors.shape} for {expected} texts"
+                )
+        rules_run.append("semantic")
+
         def unit(m):
             norms = np.linalg.norm(m, axis=1, keepdims=True)
             return m / np.where(norms == 0, 1, norms)
@@ -1528,6 +1724,11 @@ def decontaminate(
     ]
     if not kept:
         raise ExportError(f"decontaminate removed every row ({len(flagged)} flagged); nothing left to export")
+    notes = []
+    if rules_skipped:
+        notes.append("rules that could not run: " + "; ".join(f"{k} ({v})" for k, v in rules_skipped.items()))
+    if partial:
+        notes.append("rules run on part of the rows: " + "; ".join(f"{k} ({v})" for k, v in partial.items()))
     return DecontaminationReport(
         rows=kept,
         flagged=flagged,
@@ -1535,7 +1736,6 @@ def decontaminate(
         rules_skipped=rules_skipped,
         n_source=len(source),
         semantic_p99=p99,
-        note=("rules that could not run: " + "; ".join(f"{k} ({v})" for k, v in rules_skipped.items()))
-        if rules_skipped
-        else None,
+        note="; ".join(notes) if notes else None,
+        rules_partial=partial,
     )

@@ -235,7 +235,10 @@ def hack_scan(
     graded = [(r, numeric_reward(r)) for r in source]
     n_skipped = sum(1 for _, v in graded if v is None)
     graded = [(r, v) for r, v in graded if v is not None]
-    endorsed_list = list(endorsed or [])
+    # one pattern given as a bare string is one pattern, not a list of its characters
+    endorsed_list = [endorsed] if isinstance(endorsed, str) else list(endorsed or [])
+    if not all(isinstance(p, str) for p in endorsed_list):
+        raise HackScanError(f"endorsed must be feature names or patterns (strings), got {endorsed!r}")
     if not graded:
         raise HackScanError(f"hack_scan needs graded rows; none of the {len(source)} rows has a numeric reward")
     keys = [str(r.get("prompt", "")) if group_by == "prompt" else task_key(r) for r, _ in graded]

@@ -24,7 +24,10 @@ Where we differ from the reference system:
 * ``judge_trust`` re-judges and probes a *deterministic* sample (ordered by a sha256 of the
   row), so two audits of the same rows agree.
 * The low-power rule states the rate a probe could resolve (80% power, two-sided 5% test
-  against the 0.10 flag rate) rather than a bare "low power".
+  against the 0.10 flag rate) rather than a bare "low power"; held-out halves too small to
+  test say so in ``held_out["note"]``.
+* ``trace_flag_report`` reads ``flags`` / ``seeded`` name lists as checked-for-all: a row
+  carrying a list is clean of every listed name it lacks.
 """
 
 from __future__ import annotations
@@ -32,16 +35,17 @@ from __future__ import annotations
 import concurrent.futures
 import copy
 import math
+import numbers
 import re
 import statistics
 import threading
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from toolkit._coerce import as_row_list
-from toolkit._errors import ToolkitError, unknown_name_message
+from toolkit._errors import ToolkitError, did_you_mean, unknown_name_message
 from toolkit._hashing import canonical_json, sha256_hex, stable_hash
 from toolkit._keys import binary_reward, numeric_reward, task_key
 from toolkit._results import Result
@@ -205,7 +209,7 @@ def _parse_judge_json(content: Any) -> dict[str, Any]:
 class GradeReport(Result):
     """Graded copies of the rows and how the judging went."""
 
-    rows: list
+    rows: list = field(repr=False)  # never printed in full: the in-memory rows keep privileged
     judge_name: str
     judge_meta: dict
     n_rows: int
@@ -310,16 +314,24 @@ def _judge_one(judge: Callable, row: dict[str, Any], timeout: float | None) -> t
         return "invalid_result", None, str(exc)
     except Exception as exc:  # the judge is user code: any failure is a status on the row
         return "error", None, f"{type(exc).__name__}: {exc}"
-    if isinstance(result, (int, float)) and not isinstance(result, bool):
+    if _is_number(result):
         result = {"reward": result}
     if not isinstance(result, Mapping):
         return "invalid_result", None, f"judge returned {type(result).__name__}, expected a dict with 'reward'"
     if result.get("reward") is None:
         return "missing_reward", dict(result), "judge result has no 'reward'"
     reward = result["reward"]
-    if isinstance(reward, bool) or not isinstance(reward, (int, float)) or not math.isfinite(float(reward)):
+    if not _is_number(reward) or not math.isfinite(float(reward)):
         return "invalid_result", dict(result), f"reward {reward!r} is not a finite number"
-    return "ok", dict(result), None
+    result = dict(result)
+    result["reward"] = float(reward)  # a numpy scalar from the judge must not reach a JSON writer
+    return "ok", result, None
+
+
+def _is_number(value: Any) -> bool:
+    """A real number, numpy scalars included (a judge that computes with numpy returns
+    np.int64 / np.float32); booleans are not rewards."""
+    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def grade(
@@ -654,7 +666,15 @@ def judge_trust(
                 raise JudgeError(unknown_name_message("probe", probe, PROBES))
     if judge is not None and not callable(judge):
         raise JudgeError(f"judge must be a callable row -> {{'reward', ...}}; got {type(judge).__name__}")
+    if isinstance(max_rejudge, bool) or not isinstance(max_rejudge, int) or max_rejudge < 1:
+        raise JudgeError(f"max_rejudge must be an integer >= 1, got {max_rejudge!r}")
     source = as_row_list(rows)
+    if isinstance(gold, str) and gold != "gold_reward" and source and not any(gold in r for r in source):
+        # a gold field no row carries is a typo when a close name exists; the judge's own
+        # fields are never the gold, so they are not suggested
+        keys = sorted({k for r in source for k in r if isinstance(k, str)} - {"reward", "judge_name", "judge_status"})
+        if did_you_mean(gold, keys):
+            raise JudgeError(unknown_name_message("gold field", gold, keys))
     warnings: list[str] = []
     flags: list[str] = []
     audited_name = None
@@ -685,10 +705,12 @@ def judge_trust(
 
     # held-out halves
     halves: dict[str, Any] = {"informative": False}
-    if agreement.n:
+    if not isinstance(gold, str):
+        halves["note"] = "gold is a second row list; the held-out halves read gold from the same rows"
+    elif agreement.n:
         by_half: dict[int, list[int]] = defaultdict(list)
         for row in gold_rows:
-            j, g = binary_reward(row), binary_reward(row, gold) if isinstance(gold, str) else None
+            j, g = binary_reward(row), binary_reward(row, gold)
             if j is not None and g is not None:
                 by_half[_half_of(task_key(row))].append(int(j == g))
         sizes = {h: len(v) for h, v in by_half.items()}
@@ -699,6 +721,15 @@ def judge_trust(
             halves.update(gap=gap, informative=True, flagged=gap >= _HALVES_GAP)
             if gap >= _HALVES_GAP:
                 flags.append("rubric_fit_to_examples")
+        else:
+            # low power: a gap between halves of a few rows each is noise, so no flag
+            smallest = min((sizes.get(0, 0), sizes.get(1, 0)))
+            halves["note"] = (
+                f"low power: the smaller half has {smallest} gold row(s); the held-out check needs >= "
+                f"{_HALVES_MIN_ROWS} in each half of the tasks"
+            )
+    else:
+        halves["note"] = "no gold row to split into halves"
 
     # length sensitivity within each gold label
     length: dict[str, Any] = {"informative": not one_class, "by_label": {}, "flagged": False}
@@ -724,6 +755,8 @@ def judge_trust(
                 length["flagged"] = True
         if length["flagged"]:
             flags.append("length_sensitive")
+    else:
+        length.update(informative=False, note="gold is a second row list; length sensitivity reads gold from the same rows")
 
     # re-judge checks and probes need the judge callable
     consistency: dict[str, Any] = {"run": False}
@@ -939,11 +972,19 @@ class TraceFlagReport(Result):
 
 def trace_flag_report(rows: Any) -> TraceFlagReport:
     """For each trajectory flag, the share of rows that are clean of it, with a Wilson 95%
-    interval. Flags are 0/1 presence markers (``markers``, higher = worse) and the names in
-    a row's ``flags`` list or mapping; a row without a marker is not counted for it."""
+    interval. Flags are 0/1 presence markers (``markers``, higher = worse), a row's
+    ``flags`` mapping (name -> truthy), and the names in a row's ``flags`` list or
+    ``seeded`` list (the behaviours a seeded agent planted). A row that carries a list was
+    checked for every name any row's list holds, so a name absent from its list counts as
+    clean; a row without a marker or mapping entry is not counted for that name."""
     from toolkit.stats.agreement import wilson
 
     source = as_row_list(rows)
+
+    def name_lists(row: Mapping[str, Any]) -> list[list[str]]:
+        return [[str(n) for n in row[k]] for k in ("flags", "seeded") if isinstance(row.get(k), (list, tuple))]
+
+    listed = sorted({name for row in source for names in name_lists(row) for name in names})
     present: dict[str, list[int]] = defaultdict(list)
     for row in source:
         seen: dict[str, int] = {}
@@ -954,9 +995,13 @@ def trace_flag_report(rows: Any) -> TraceFlagReport:
         if isinstance(flags, Mapping):
             for name, value in flags.items():
                 seen[name] = int(bool(value))
-        elif isinstance(flags, (list, tuple)):
-            for name in flags:
-                seen[str(name)] = 1
+        lists = name_lists(row)
+        if lists:
+            for name in listed:
+                seen.setdefault(name, 0)
+            for names in lists:
+                for name in names:
+                    seen[name] = 1
         for name, value in seen.items():
             present[name].append(value)
     out = {}
@@ -996,13 +1041,15 @@ def rank(path_or_rows: Any, *, quality: Callable[[Mapping[str, Any]], float] | N
     ``reward`` is never changed. ``quality`` defaults to the mean of the row's clean-polarity
     signals (reward, tool-call success share, absence of presence markers, not truncated);
     pass your own ``row -> float``. ``output=`` writes the ranked rows with ``tk.save_rows``."""
+    if quality is not None and not callable(quality):
+        raise JudgeError(f"quality must be a callable row -> float (or None for the default), got {type(quality).__name__}")
     source = as_row_list(path_or_rows)
     scorer = quality or _default_quality
     out = []
     for index, row in enumerate(source):
         new = copy.deepcopy(row)
         value = scorer(row)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(float(value)):
+        if not _is_number(value) or not math.isfinite(float(value)):
             raise JudgeError(f"quality of row {index} is {value!r}; the quality function must return a finite number")
         new["quality"] = float(value)
         out.append(new)

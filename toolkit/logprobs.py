@@ -21,6 +21,8 @@ Where we differ from the reference: ``reference_logprobs`` records a per-row
 ``ref_status`` (ok / error / unscorable) instead of leaving a failed row without a field,
 and the reference's token count (``ref_n_tokens``) next to the policy's, because a
 reference with another tokenizer scores the same text in a different number of tokens.
+When the first 3 rows all fail, the rest are marked ``skipped`` without a call (a dead
+server would otherwise spend its retries on every row, pain #88).
 """
 
 from __future__ import annotations
@@ -30,11 +32,11 @@ import math
 import numbers
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from toolkit._coerce import as_row_list
-from toolkit._errors import ToolkitError
+from toolkit._errors import ToolkitError, did_you_mean, unknown_name_message
 from toolkit._keys import binary_reward, task_key
 from toolkit._results import Result
 
@@ -57,6 +59,11 @@ __all__ = [
 # fluency" threshold; below it the correlation is within what task difficulty explains.
 _CONFIDENCE_WARN = 0.3
 _KL_DECIMALS = 6
+# After this many failures with no row scored, the reference is taken as down and the
+# remaining rows are marked "skipped" (kept, never dropped) instead of each retrying.
+_MAX_LEADING_FAILURES = 3
+_DEFAULT_REF_FIELD = "ref_logprob"
+_POLICY_FIELDS = frozenset({"logprob", "n_tokens", "token_logprobs"})
 
 
 class LogprobError(ToolkitError, ValueError):
@@ -205,6 +212,13 @@ class MeanKL(Result):
 
 def _reference_values(source: list[dict], ref: Any) -> tuple[list[float | None], int, str]:
     if isinstance(ref, str):
+        if source and ref != _DEFAULT_REF_FIELD and not any(ref in r for r in source):
+            # no row carries the field: a typo when a row carries a close name, else the
+            # rows were simply never scored (the result's note says how to score them).
+            # The policy's own fields are never the reference, so they are not suggested.
+            keys = sorted({k for r in source for k in r if isinstance(k, str)} - _POLICY_FIELDS)
+            if did_you_mean(ref, keys):
+                raise LogprobError(unknown_name_message("ref field", ref, keys))
         return [_number(r.get(ref)) for r in source], 0, ref
     ref_rows = as_row_list(ref, "ref")
     by_key: dict[str, float | None] = {}
@@ -279,7 +293,7 @@ def mean_kl(rows: Any, ref: Any = "ref_logprob") -> MeanKL:
 
 @dataclass(frozen=True)
 class CalibrationReport(Result):
-    rows: list
+    rows: list = field(repr=False)  # never printed in full: the in-memory rows keep privileged
     n_stamped: int
     n_carried: int
     n_ungraded: int
@@ -392,11 +406,13 @@ class StalenessReport(Result):
     temperatures: dict
     coverage: dict
     warnings: list
+    n_unknown_model: int = 0
 
     def __str__(self) -> str:
+        unknown = f", {self.n_unknown_model} with no model_version" if self.n_unknown_model else ""
         return (
             f"{self.n_rows} rows, {len(self.by_policy_version)} policy version(s), {self.n_stale} stale "
-            f"({self.n_stale_without_logprobs} without logprobs)"
+            f"({self.n_stale_without_logprobs} without logprobs){unknown}"
         )
 
 
@@ -404,7 +420,8 @@ def staleness_report(rows: Any, *, base_model: str | None = None) -> StalenessRe
     """Which policy sampled these rows, and can an off-policy trainer use the stale ones.
 
     Counts rows per ``policy_version`` and per ``model_version``; a row whose model is not
-    ``base_model`` is stale, and usable off-policy only with its logprobs (the importance
+    ``base_model`` is stale (a row naming no model is counted in ``n_unknown_model``, neither
+    stale nor fresh), and usable off-policy only with its logprobs (the importance
     ratio needs them). Reports the temperature histogram and the coverage of ``sampling``,
     ``logprob`` and ``token_logprobs``.
     """
@@ -417,7 +434,12 @@ def staleness_report(rows: Any, *, base_model: str | None = None) -> StalenessRe
         t = sampling.get("temperature") if isinstance(sampling, Mapping) else None
         temperatures["unknown" if t is None else str(t)] += 1
     has_logprob = [_row_totals(r)[0] is not None for r in source]
-    stale = [base_model is not None and r.get("model_version") != base_model for r in source]
+    # a row that does not name its model cannot be called stale or fresh: counted apart
+    unknown_model = [r.get("model_version") in (None, "") for r in source]
+    stale = [
+        base_model is not None and not unknown and r.get("model_version") != base_model
+        for r, unknown in zip(source, unknown_model)
+    ]
     n_stale_bare = sum(1 for s, lp in zip(stale, has_logprob) if s and not lp)
     n = len(source)
     coverage = {
@@ -438,6 +460,10 @@ def staleness_report(rows: Any, *, base_model: str | None = None) -> StalenessRe
         )
     if base_model is None:
         warnings.append("no base_model given; staleness not measured")
+    elif any(unknown_model):
+        warnings.append(
+            f"{sum(unknown_model)} row(s) carry no model_version; whether they are stale cannot be told"
+        )
     return StalenessReport(
         n_rows=n,
         by_policy_version=dict(versions),
@@ -448,6 +474,7 @@ def staleness_report(rows: Any, *, base_model: str | None = None) -> StalenessRe
         temperatures=dict(temperatures),
         coverage=coverage,
         warnings=warnings,
+        n_unknown_model=sum(unknown_model),
     )
 
 
@@ -458,7 +485,7 @@ def staleness_report(rows: Any, *, base_model: str | None = None) -> StalenessRe
 
 @dataclass(frozen=True)
 class ReferenceLogprobs(Result):
-    rows: list
+    rows: list = field(repr=False)  # never printed in full: the in-memory rows keep privileged
     reference: str
     n_scored: int
     n_failed: int
@@ -525,9 +552,11 @@ def reference_logprobs(
     a model backend with ``prompt_logprobs(messages, completion)`` (vLLM's
     OpenAI-compatible server returns prompt log-probabilities for a completion), or a model
     spec string (``"vllm:<model>@<url>"``), resolved with ``tk.model_agent(spec,
-    **backend_options)``. Each row also gets ``ref_model``, ``ref_status`` (ok / error) and,
-    from a backend, ``ref_n_tokens``; a row that fails keeps its place with the error in
-    ``ref_error`` rather than disappearing.
+    **backend_options)``. Each row also gets ``ref_model``, ``ref_status`` (ok / error /
+    unscorable / skipped) and, from a backend, ``ref_n_tokens``; a row that fails keeps its
+    place with the error in ``ref_error`` rather than disappearing. When the first 3 rows
+    all fail, the reference is taken as down: the remaining rows are marked ``skipped``
+    without a call (a dead server would otherwise cost its retries on every row).
     """
     source = as_row_list(data)
     name = reference if isinstance(reference, str) else getattr(reference, "name", None) or type(reference).__name__
@@ -543,9 +572,22 @@ def reference_logprobs(
         )
     out, failures = [], Counter()
     n_scored = 0
-    for row in source:
+    first_error = None
+    n_errors = 0  # rows whose call raised; all of the first 3 -> the reference is down
+    reference_down = False
+    for index, row in enumerate(source):
         row = dict(row)
         row["ref_model"] = str(name)
+        if index == _MAX_LEADING_FAILURES and n_errors == index:
+            reference_down = True
+        if reference_down:
+            # a dead reference would otherwise burn its retries on every remaining row (pain #88)
+            row[field] = None
+            row["ref_status"] = "skipped"
+            row["ref_error"] = f"not attempted: the reference failed on the first {_MAX_LEADING_FAILURES} rows ({first_error})"
+            failures["skipped"] += 1
+            out.append(row)
+            continue
         try:
             if hasattr(scorer, "score_total"):
                 value = float(scorer.score_total(row))
@@ -576,6 +618,8 @@ def reference_logprobs(
             row["ref_status"] = "error"
             row["ref_error"] = f"{type(exc).__name__}: {exc}"
             failures[type(exc).__name__] += 1
+            first_error = first_error or row["ref_error"]
+            n_errors += 1
         out.append(row)
     return ReferenceLogprobs(
         rows=out,

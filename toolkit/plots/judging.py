@@ -34,15 +34,19 @@ def kl_by_task(
     """Sampled KL(pi || pi_ref) per generated token for each task (horizontal bars), with a
     percentile-bootstrap interval of the per-task ratio sum(logprob - ref) / sum(n_tokens)
     over that task's rollouts (``scipy.stats.bootstrap``, paired resampling of rows), and
-    the pooled KL as a vertical line. Tasks are sorted by KL; at most ``max_tasks`` shown."""
+    the pooled KL as a vertical line. Tasks are sorted by KL; at most ``max_tasks`` shown.
+    Rows with no reference logprob raise :class:`toolkit.LogprobError` saying how to get one."""
     from scipy.stats import bootstrap
 
     from toolkit._coerce import as_row_list
     from toolkit._keys import task_key
-    from toolkit.logprobs import _reference_values, _row_totals, mean_kl
+    from toolkit.logprobs import LogprobError, _reference_values, _row_totals, mean_kl
 
     source = as_row_list(rows)
     summary = mean_kl(source, ref)
+    if summary.mean_kl is None:
+        # an empty chart would read as "KL zero everywhere"
+        raise LogprobError(f"kl_by_task has nothing to draw: {summary.note}")
     refs, _, _ = _reference_values(source, ref)
     per_task: dict[str, list[tuple[float, int]]] = defaultdict(list)
     for row, ref_value in zip(source, refs):
