@@ -14,6 +14,13 @@ The model name picks the behaviour:
   "length"       a reply cut at max_tokens (finish_reason "length")
   "leaver"       "[leaves]"
   "chatty"       "Sure, it's ORD-1234." (a user model)
+  "grader"       a judge: '{"reward": 1, "reason": ...}' when the last user text mentions
+                 ORD-1234, else reward 0
+
+GET /v1/models lists `server.models` (vLLM's shape: {"object": "list", "data": [{"id", ...}]}),
+by default every behaviour above in this order ("echo" first); `ChatServer(models=[])` lists none.
+Every request is kept in `server.requests` as (path, body) (a GET's body is {}), every
+Authorization header in `server.authorizations`.
 
 Tokens: the text split by the regex \\S+|\\s+ ; token t has logprob -0.05 * (1 + len(t.strip()) % 7).
 The chat template: "<|role|>\\n" + content + "\\n" per message; add_generation_prompt appends
@@ -55,9 +62,14 @@ def render(messages: list[dict], add_generation_prompt: bool = True, continue_fi
     return text
 
 
+DEFAULT_MODELS = ("echo", "tool-caller", "flaky-429", "flaky-500", "always-429", "slow", "bad-json", "length", "leaver", "chatty", "grader")
+
+
 class ChatServer:
-    def __init__(self) -> None:
+    def __init__(self, models=DEFAULT_MODELS) -> None:
+        self.models = list(models)
         self.requests: list[tuple[str, dict]] = []
+        self.authorizations: list[str | None] = []
         self.counts: dict[str, int] = {}
         self.slow_seconds = 2.0
         self.lock = threading.Lock()
@@ -67,11 +79,24 @@ class ChatServer:
             def log_message(self, *args):  # keep test output clean
                 pass
 
+            def do_GET(self):
+                with server.lock:
+                    server.requests.append((self.path, {}))
+                    server.authorizations.append(self.headers.get("authorization"))
+                    key = f"GET {self.path}"
+                    server.counts[key] = server.counts.get(key, 0) + 1
+                if self.path.rstrip("/").endswith("/models"):
+                    listed = [{"id": name, "object": "model", "created": 0, "owned_by": "test"} for name in server.models]
+                    self.reply(200, {"object": "list", "data": listed}, {})
+                else:
+                    self.reply(404, {"error": {"message": f"no route GET {self.path}"}}, {})
+
             def do_POST(self):
                 length = int(self.headers.get("content-length", 0))
                 body = json.loads(self.rfile.read(length) or b"{}")
                 with server.lock:
                     server.requests.append((self.path, body))
+                    server.authorizations.append(self.headers.get("authorization"))
                     key = f"{self.path}:{body.get('model')}"
                     server.counts[key] = server.counts.get(key, 0) + 1
                     count = server.counts[key]
@@ -79,6 +104,9 @@ class ChatServer:
                     status, payload, headers = server.answer(self.path, body, count)
                 except Exception as error:  # a bug in the fake server shows as a 500 with the message
                     status, payload, headers = 500, {"error": {"message": repr(error)}}, {}
+                self.reply(status, payload, headers)
+
+            def reply(self, status, payload, headers):
                 data = json.dumps(payload).encode()
                 try:
                     self.send_response(status)
@@ -154,6 +182,10 @@ class ChatServer:
             return "[leaves]", []
         if model == "chatty":
             return "Sure, it's ORD-1234.", []
+        if model == "grader":
+            last_user = next((m for m in reversed(messages) if m.get("role") == "user"), {})
+            passed = "ORD-1234" in str(last_user.get("content"))
+            return json.dumps({"reward": int(passed), "reason": "names ORD-1234" if passed else "no order id"}), []
         if model == "length":
             return "This reply is cut off because it ran", []
         last_user = next((m for m in reversed(messages) if m.get("role") == "user"), {})

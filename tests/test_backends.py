@@ -2,6 +2,7 @@
 
 import json
 import math
+import re
 import sys
 import time
 from pathlib import Path
@@ -149,3 +150,148 @@ def test_anthropic_429_is_retried_and_bounded(server):
     with pytest.raises(tk.BackendError) as caught:
         stubborn([{"role": "user", "content": "hi"}], [])
     assert caught.value.status == 429 and caught.value.retries == 1
+
+
+# -- a bare server URL as the spec -------------------------------------------------------------
+
+
+def _listings(server):
+    return [path for path, body in server.requests if path.endswith("/models")]
+
+
+def _closed_port_url():
+    import socket
+
+    with socket.socket() as probe:  # bind then close: nothing listens on that port afterwards
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
+def test_bare_url_parses_as_an_openai_compatible_server():
+    spec = tk.parse_model_spec("http://127.0.0.1:8000/v1")
+    assert (spec.provider, spec.model, spec.base_url) == ("url", None, "http://127.0.0.1:8000/v1")
+    assert str(spec) == "http://127.0.0.1:8000/v1"
+    # one server, one spelling; the scheme is case-insensitive
+    assert tk.parse_model_spec("HTTPS://gpu.lab:8443/v1/").base_url == "HTTPS://gpu.lab:8443/v1"
+    with pytest.raises(tk.ConfigError, match=r"'vllm:<model>@http://h:8000/v1'"):
+        tk.parse_model_spec("http://h:8000/v1#qwen")  # no documented '#model' convention: refused, not guessed
+    with pytest.raises(tk.ConfigError, match="needs a host"):
+        tk.parse_model_spec("http:///v1")
+
+
+def test_misspelled_url_scheme_gets_did_you_mean():
+    with pytest.raises(tk.ConfigError, match="unknown model spec prefix 'htp'; did you mean 'http'"):
+        tk.model_agent("htp://127.0.0.1:8000/v1")
+    with pytest.raises(tk.ConfigError, match="did you mean 'https'"):
+        tk.resolve_agent("htps://gpu.lab/v1")
+    with pytest.raises(tk.ConfigError, match="did you mean 'vllm'"):  # prefixes still win for their typos
+        tk.model_agent("vlm:qwen@http://h/v1")
+    with pytest.raises(tk.ConfigError, match=re.escape("for a server write 'http://localhost:8000/v1'")):
+        tk.model_agent("localhost:8000/v1")
+    with pytest.raises(tk.ConfigError, match=re.escape("starts with 'http://'")):
+        tk.model_agent("http:/127.0.0.1:8000/v1")
+
+
+def test_bare_url_agent_runs_the_first_listed_model_resolved_once(monkeypatch):
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    with ChatServer(models=["tool-caller", "echo"]) as server:
+        agent = tk.resolve_agent(server.url, **FAST)
+        assert isinstance(agent, tk.ModelAgent) and server.requests == []  # lazy: nothing asked yet
+        assert agent.model == server.url  # before resolution a lost row still names the server
+        row = tk.run_rollout(agent, "Where is ORD-1234?", tools=TOOLS, user=False, logprobs=True)
+        pinned = tk.run_rollout(tk.model_agent(f"vllm:tool-caller@{server.url}", **FAST), "Where is ORD-1234?",
+                                tools=TOOLS, user=False, logprobs=True)  # fmt: skip
+        assert len(_listings(server)) == 1  # two completions, one listing
+        completions = [body for path, body in server.requests if path.endswith("/chat/completions")]
+        assert [body["model"] for body in completions] == ["tool-caller"] * 4
+        assert server.authorizations[0] == "Bearer EMPTY"  # no OPENAI_API_KEY: the placeholder
+    tk.validate_row(row)
+    assert row["steps"][0]["tool"] == "get_order" and row["final_text"].startswith("Done:")
+    # recorded exactly as the vllm: spec naming the same server and model records it
+    for field in ("model_version", "sampling", "usage", "logprob", "n_tokens", "final_text", "finish_reason"):
+        assert row[field] == pinned[field], field
+    assert row["model_version"] == "tool-caller-served" and row["sampling"]["model"] == "tool-caller-served"
+    assert agent.model == "tool-caller" and agent.resolved_spec() == f"vllm:tool-caller@{server.url}"
+
+
+def test_bare_url_key_comes_from_openai_api_key(monkeypatch):
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-local-test")
+    with ChatServer() as server:
+        agent = tk.model_agent(server.url + "/", **FAST)
+        assert agent([{"role": "user", "content": "hi"}], [])["content"] == "You said: hi"  # "echo" is listed first
+        assert set(server.authorizations) == {"Bearer sk-local-test"}
+        with pytest.raises(tk.ConfigError, match="contradicts"):
+            tk.model_agent(server.url, base_url="http://elsewhere:8000/v1")
+
+
+def test_bare_url_resolves_once_under_concurrent_first_calls():
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ChatServer() as server:
+        agent = tk.model_agent(server.url, **FAST)
+        with ThreadPoolExecutor(max_workers=6) as pool:
+            replies = list(pool.map(lambda i: agent([{"role": "user", "content": f"n{i}"}], []), range(6)))
+        assert len(_listings(server)) == 1
+    assert [reply["content"] for reply in replies] == [f"You said: n{i}" for i in range(6)]
+
+
+def test_bare_url_judge_grades_rows():
+    def graded_row(task, final):
+        return {"schema_version": "1", "scenario_id": task, "prompt": f"Where is my order ({task})?",
+                "steps": [{"text": final}], "final_text": final, "model_version": "policy-model"}  # fmt: skip
+
+    rows = [graded_row("a", "ORD-1234 ships today."), graded_row("b", "I cannot help."), graded_row("c", "Order ORD-1234 is lost.")]
+    # the server's rule, applied here independently: reward 1 when the conversation names ORD-1234
+    expected = [1.0 if "ORD-1234" in r["final_text"] else 0.0 for r in rows]
+    with ChatServer(models=["grader", "echo"]) as server:
+        report = tk.grade(rows, judge=server.url, rubric="Name the order id.")
+        direct = tk.grade(rows, tk.model_judge(server.url))
+        judged = [body for path, body in server.requests if path.endswith("/chat/completions")]
+    assert [r["judge_status"] for r in report.rows] == ["ok"] * 3
+    assert [r["reward"] for r in report.rows] == expected == [r["reward"] for r in direct.rows]
+    assert [r["reason"] for r in report.rows] == ["names ORD-1234", "no order id", "names ORD-1234"]
+    assert {body["model"] for body in judged} == {"grader"} and all(body["temperature"] == 0 for body in judged)
+    meta = report.rows[0]["judge_meta"]
+    assert meta["model"] == f"vllm:grader@{server.url}" and meta["rubric_hash"] and meta["temperature"] == 0.0
+
+
+def test_server_listing_no_models_is_an_error_naming_the_url():
+    with ChatServer(models=[]) as server:
+        agent = tk.model_agent(server.url, **FAST)
+        with pytest.raises(tk.BackendError, match=re.escape(f"{server.url}: the server lists no models")) as caught:
+            agent([{"role": "user", "content": "hi"}], [])
+        assert caught.value.status == "no_models"
+        assert "vllm:<model>@" in str(caught.value)
+        row = tk.run_rollout(agent, "hi", user=False)
+        try:  # today the judge asks on its first row (a row status); a judge that pins its model up front raises
+            report = tk.grade([{"schema_version": "1", "prompt": "p", "steps": [{"text": "t"}], "final_text": "t"}], server.url)
+            assert report.rows[0]["judge_status"] == "error"
+            judge_error = report.rows[0]["judge_meta"]["error"]
+        except tk.BackendError as error:
+            judge_error = str(error)
+        # a server that starts listing later (weights loaded) is asked again: failures are not cached
+        server.models = ["echo"]
+        assert agent([{"role": "user", "content": "hi"}], [])["content"] == "You said: hi"
+    assert row["ended_by"] == "lost" and server.url in row["lost_detail"] and row["model_version"] == server.url
+    assert f"{server.url}: the server lists no models" in judge_error
+
+
+def test_unreachable_bare_url_is_an_error_naming_the_url():
+    url = _closed_port_url()
+    agent = tk.model_agent(url, max_retries=1, **FAST)
+    with pytest.raises(tk.BackendError, match=re.escape(f"{url}: cannot list the served models at GET {url}/models")) as caught:
+        agent([{"role": "user", "content": "hi"}], [])
+    assert caught.value.status == "connection" and caught.value.retries == 1
+
+
+def test_reference_logprobs_under_a_bare_url():
+    row = {"schema_version": "1", "prompt": "refund A1", "final_text": "Refund done for you",
+           "steps": [{"text": "Refund done for you"}], "logprob": -3.0, "n_tokens": 4}  # fmt: skip
+    with ChatServer() as server:
+        out = tk.reference_logprobs([row], server.url)
+        sent = [body for path, body in server.requests if body.get("prompt_logprobs") is not None]
+    scored = out.rows[0]
+    assert scored["ref_status"] == "ok", scored.get("ref_error")
+    assert scored["ref_logprob"] == pytest.approx(math.fsum(token_logprob(t) for t in tokenize("Refund done for you")))
+    assert sent and all(body["model"] == "echo" for body in sent)

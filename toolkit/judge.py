@@ -150,7 +150,9 @@ def model_judge(
     temperature: float = 0.0,
     **backend_options: Any,
 ) -> Callable[[Mapping[str, Any]], dict[str, Any]]:
-    """A judge callable backed by a chat model (``tk.model_agent(spec)``).
+    """A judge callable backed by a chat model (``tk.model_agent(spec)``): any model spec
+    (``"vllm:<model>@<url>"``, ``"openai:<model>"``, ...) or a bare OpenAI-compatible server
+    URL (``"http://127.0.0.1:8000/v1"``, judging with the first model the server lists).
 
     The model sees the judge ``prompt`` (system), the rubric, the row's privileged
     reference when present, the conversation, and must answer with JSON ``{"reward": 0|1,
@@ -178,7 +180,10 @@ def model_judge(
         content = reply.get("content") if isinstance(reply, Mapping) else None
         return _parse_judge_json(content)
 
-    judge.judge_model = spec  # type: ignore[attr-defined]
+    # A bare URL names a server, not a model: record the model it serves (asked once, here,
+    # so a dead judge server fails before any row is graded) so judge_meta and the
+    # self-judging check see the same name the rows' model_version carries.
+    judge.judge_model = agent.resolved_spec() if agent.spec.provider == "url" else spec  # type: ignore[attr-defined]
     judge.judge_prompt = system  # type: ignore[attr-defined]
     judge.judge_rubric = rubric  # type: ignore[attr-defined]
     judge.judge_temperature = temperature  # type: ignore[attr-defined]
@@ -353,7 +358,9 @@ def grade(
 
     ``judge``: a callable ``row -> {"reward": number, "reason": str, ...}`` (a bare number
     is accepted as the reward) or a model spec string (``"openai:gpt-4o-mini"``,
-    ``"vllm:<model>@<url>"``), turned into a judge with :func:`model_judge`. The judge sees
+    ``"vllm:<model>@<url>"``, or a bare server URL ``"http://127.0.0.1:8000/v1"`` for the
+    first model an OpenAI-compatible server lists), turned into a judge with
+    :func:`model_judge`. The judge sees
     the whole in-memory row, ``privileged`` included; writing the graded rows scrubs it.
 
     Each copy gets ``reward`` (None unless the status is ok), ``reason``, ``judge_name``,

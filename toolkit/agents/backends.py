@@ -1,4 +1,4 @@
-"""Model backends: ``openai:``, ``vllm:``, ``ollama:`` and ``anthropic:`` specs through the official SDKs.
+"""Model backends: ``openai:``, ``vllm:``, ``ollama:``, ``anthropic:`` specs and bare server URLs through the official SDKs.
 
 ``tk.model_agent("openai:gpt-4o-mini")`` returns a chat-shaped agent
 ``agent(messages, tools) -> assistant message`` that rollouts drive. Specs:
@@ -9,7 +9,17 @@
   else the placeholder vLLM ignores);
 * ``ollama:<model>[@<url>]``: Ollama's OpenAI-compatible endpoint (default
   ``http://localhost:11434/v1``);
-* ``anthropic:<model>``: the Anthropic Messages API (key ``ANTHROPIC_API_KEY``).
+* ``anthropic:<model>``: the Anthropic Messages API (key ``ANTHROPIC_API_KEY``);
+* a bare ``http(s)://`` URL such as ``http://127.0.0.1:8000/v1``: any OpenAI-compatible server
+  (vLLM, llama.cpp's ``llama-server``, ...) at that base URL, serving the first model id it
+  lists at ``GET <url>/models``. The listing is asked on first use (a completion or
+  ``prompt_logprobs``), once per agent, and an empty listing or an unreachable server raises
+  :class:`BackendError` naming the URL. Key: ``api_key=``, else ``OPENAI_API_KEY`` if set, else
+  the placeholder ``"EMPTY"`` (the SDK refuses an empty key; servers started without an API key
+  ignore it). ``ModelAgent.resolved_spec()`` gives the pinned equivalent
+  ``vllm:<model>@<url>``. To choose among several served models, write that ``vllm:`` spec:
+  we found no documented convention for naming a model inside a bare URL (such as a
+  ``#model`` fragment), so a URL carrying a fragment is refused rather than guessed at.
 
 Each reply carries what the row needs: ``usage`` (input/output tokens), ``finish_reason`` and
 ``truncated`` (cut at ``max_tokens``), ``sampling`` as resolved (temperature, max_tokens,
@@ -28,8 +38,9 @@ retried at a flat timeout is how the reference "re-rolled forever" (pain list #4
 rollout records it as lost (``timeout``) and the engine decides.
 
 Where we differ from the reference: a misspelled prefix fails at construction with the
-nearest valid prefix (the reference failed on the first call, pain list §9 item 15), and a
-missing key names its environment variable before any request is made.
+nearest valid prefix (the reference failed on the first call, pain list §9 item 15), URL
+schemes included (``htp://...`` -> did you mean 'http'), and a missing key names its
+environment variable before any request is made.
 """
 
 from __future__ import annotations
@@ -37,10 +48,12 @@ from __future__ import annotations
 import json
 import math
 import os
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from toolkit._errors import ConfigError, ToolkitError, unknown_name_message
 from toolkit._hashing import stable_uniform
@@ -50,6 +63,12 @@ from toolkit.agents._protocol import current_turn
 __all__ = ["MODEL_SPEC_PREFIXES", "ModelSpec", "parse_model_spec", "BackendError", "ModelAgent", "PromptLogprobs", "model_agent", "default_timeout"]
 
 MODEL_SPEC_PREFIXES = ("openai", "vllm", "ollama", "anthropic")
+# A bare URL is a spec too; its schemes join the did-you-mean pool so "htp://..." is caught.
+_URL_SCHEMES = ("http", "https")
+# The provider a bare URL parses to (ModelSpec.provider); not a prefix a spec may start with.
+_URL_PROVIDER = "url"
+# The SDK refuses an empty key; vLLM's docs use this placeholder for servers without --api-key.
+_PLACEHOLDER_KEY = "EMPTY"
 _OLLAMA_URL = "http://localhost:11434/v1"
 # The reply budget of reference §10 item 30 (300 s timeout at 768 tokens).
 DEFAULT_MAX_TOKENS = 768
@@ -69,7 +88,8 @@ def default_timeout(max_tokens: int) -> float:
 
 
 class BackendError(ToolkitError):
-    """A model call failed: ``.status`` (HTTP status, "timeout" or "connection"), ``.retries``."""
+    """A model call failed: ``.status`` (HTTP status, "timeout", "connection", or "no_models"
+    when a bare-URL server lists no model), ``.retries``."""
 
     def __init__(self, message: str, status: Any = None, retries: int = 0) -> None:
         super().__init__(message)
@@ -79,23 +99,51 @@ class BackendError(ToolkitError):
 
 @dataclass(frozen=True)
 class ModelSpec(Result):
+    """A parsed model spec. A bare URL parses to provider ``"url"``, ``model=None`` (the
+    server's first listed model, asked on first use) and ``base_url`` the URL."""
+
     provider: str
-    model: str
+    model: str | None
     base_url: str | None = None
 
     def __str__(self) -> str:
+        if self.provider == _URL_PROVIDER:
+            return str(self.base_url)  # the spec as written: it parses back to this
         return f"{self.provider}:{self.model}" + (f"@{self.base_url}" if self.base_url else "")
 
 
+def _parse_url_spec(spec: str) -> ModelSpec:
+    parts = urlsplit(spec)
+    if not parts.netloc:
+        raise ConfigError(f"model spec {spec!r}: a bare URL needs a host, like 'http://127.0.0.1:8000/v1'")
+    if parts.fragment or spec.endswith("#"):
+        raise ConfigError(
+            f"model spec {spec!r}: a bare URL names a server, not a model (no documented convention puts a model "
+            f"after '#'); to pick a model write 'vllm:<model>@{spec.split('#', 1)[0].rstrip('/')}'"
+        )
+    # "…/v1/" and "…/v1" are one server; one spelling keeps records comparable
+    return ModelSpec(_URL_PROVIDER, None, spec.rstrip("/"))
+
+
 def parse_model_spec(spec: str) -> ModelSpec:
-    """Split ``"<provider>:<model>[@<base_url>]"``; an unknown provider raises with did-you-mean."""
+    """Split ``"<provider>:<model>[@<base_url>]"``, or take a bare ``http(s)://`` URL as an
+    OpenAI-compatible server (provider ``"url"``, model ``None`` until the server is asked);
+    an unknown provider or URL scheme raises with did-you-mean."""
+    if isinstance(spec, str) and spec.lower().startswith(("http://", "https://")):  # schemes are case-insensitive (RFC 3986 §3.1)
+        return _parse_url_spec(spec)
     if not isinstance(spec, str) or ":" not in spec:
         raise ConfigError(
-            f"a model spec looks like 'openai:<model>', 'vllm:<model>@<base_url>', 'ollama:<model>[@<url>]' or 'anthropic:<model>'; got {spec!r}"
+            "a model spec looks like 'openai:<model>', 'vllm:<model>@<base_url>', 'ollama:<model>[@<url>]', "
+            f"'anthropic:<model>' or a server URL 'http://host:8000/v1'; got {spec!r}"
         )
     provider, rest = spec.split(":", 1)
+    if provider.lower() in _URL_SCHEMES:
+        raise ConfigError(f"model spec {spec!r}: a server URL starts with '{provider.lower()}://', like 'http://127.0.0.1:8000/v1'")
     if provider not in MODEL_SPEC_PREFIXES:
-        raise ConfigError(unknown_name_message("model spec prefix", provider, MODEL_SPEC_PREFIXES))
+        message = unknown_name_message("model spec prefix", provider, MODEL_SPEC_PREFIXES + _URL_SCHEMES)
+        if rest[:1].isdigit():  # "localhost:8000/v1": a server missing its scheme
+            message += f"; for a server write 'http://{spec}'"
+        raise ConfigError(message)
     base_url = None
     if provider in ("vllm", "ollama") and "@" in rest:
         rest, base_url = rest.rsplit("@", 1)
@@ -159,7 +207,8 @@ class ModelAgent:
         logprobs: bool | str = False,
     ) -> None:
         self.spec = parse_model_spec(spec)
-        self.model = self.spec.model
+        self._model = self.spec.model  # None for a bare URL until resolve_model() asks the server
+        self._model_lock = threading.Lock()
         self._temperature_given = temperature is not None
         self.temperature = DEFAULT_TEMPERATURE if temperature is None else temperature
         if isinstance(self.temperature, bool) or not isinstance(self.temperature, (int, float)) or not 0 <= self.temperature <= 2:
@@ -206,13 +255,65 @@ class ModelAgent:
                 raise ConfigError("openai: no API key; set the OPENAI_API_KEY environment variable or pass api_key=")
             url = url or os.environ.get("OPENAI_BASE_URL") or None
         elif provider == "vllm":
-            key = api_key or os.environ.get("VLLM_API_KEY") or "EMPTY"  # vLLM ignores it unless started with --api-key
+            key = api_key or os.environ.get("VLLM_API_KEY") or _PLACEHOLDER_KEY  # vLLM ignores it unless started with --api-key
+        elif provider == _URL_PROVIDER:
+            if base_url is not None and base_url.rstrip("/") != self.spec.base_url:
+                raise ConfigError(f"base_url={base_url!r} contradicts the server the spec names ({self.spec.base_url}); pass one")
+            key = api_key or os.environ.get("OPENAI_API_KEY") or _PLACEHOLDER_KEY
         else:
             key = api_key or "ollama"  # Ollama ignores the key; the SDK needs one
         return openai.OpenAI(api_key=key, base_url=url, max_retries=0, timeout=self.timeout)
 
     def __repr__(self) -> str:
         return f"model_agent({str(self.spec)!r}, temperature={self.temperature:g}, max_tokens={self.max_tokens})"
+
+    # -- the model -----------------------------------------------------------------------
+
+    @property
+    def model(self) -> str:
+        """The model id requests name. For a bare-URL spec: the server's first listed id once
+        :meth:`resolve_model` has run (the first call runs it), the URL before that, so a row
+        lost before any reply still names the server; reading it never makes a request."""
+        return self._model if self._model is not None else str(self.spec.base_url)
+
+    def resolve_model(self) -> str:
+        """The model id, asking a bare-URL server ``GET <url>/models`` the first time (once per
+        agent, thread-safe) and taking the first id listed. Raises :class:`BackendError`
+        naming the URL when the server cannot be reached or lists no model; a failed attempt
+        is not remembered, so a server still loading its weights is asked again next call."""
+        if self._model is None:
+            with self._model_lock:
+                if self._model is None:
+                    self._model = self._first_listed_model()
+        return self._model
+
+    def resolved_spec(self) -> str:
+        """The spec with its model pinned: ``vllm:<model>@<url>`` for a bare URL (resolving it
+        if needed; the same server and model, keyed by ``VLLM_API_KEY`` instead of
+        ``OPENAI_API_KEY``), the spec itself otherwise."""
+        if self.spec.provider == _URL_PROVIDER:
+            return str(ModelSpec("vllm", self.resolve_model(), self.spec.base_url))
+        return str(self.spec)
+
+    def _first_listed_model(self) -> str:
+        url = self.spec.base_url
+        try:
+            listing = self._with_retries(lambda: self._client.models.list())
+        except BackendError as error:
+            raise BackendError(
+                f"{url}: cannot list the served models at GET {url}/models ({error.status} after {error.retries} retries: "
+                f"{error.__cause__ or error}); is an OpenAI-compatible server "
+                f"running there? To skip the listing name the model: 'vllm:<model>@{url}'",
+                error.status, error.retries,
+            ) from error
+        ids = [item.id for item in (getattr(listing, "data", None) or []) if getattr(item, "id", None)]
+        if not ids:
+            raise BackendError(
+                f"{url}: the server lists no models at GET {url}/models, so a bare-URL spec has no model to use; "
+                f"name one with 'vllm:<model>@{url}'",
+                "no_models",
+            )
+        return str(ids[0])
 
     @property
     def sampling(self) -> dict:
@@ -255,6 +356,7 @@ class ModelAgent:
     # -- one completion ------------------------------------------------------------------
 
     def __call__(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None, *, temperature: float | None = None, max_tokens: int | None = None) -> dict:
+        self.resolve_model()  # a bare URL learns its model here, before the first completion
         context = current_turn()
         logprobs = self.logprobs or (context.logprobs if context else False)
         temperature = self.temperature if temperature is None else temperature
@@ -354,6 +456,7 @@ class ModelAgent:
             raise ConfigError("prompt_logprobs: the Anthropic API returns no log-probabilities; use a vllm: spec")
         if not isinstance(completion, str) or not completion:
             raise ConfigError("prompt_logprobs: completion must be a non-empty string")
+        self.resolve_model()
         if isinstance(messages, str):
             text = messages + completion
             response = self._with_retries(
@@ -448,7 +551,7 @@ def _anthropic_messages(messages: Sequence[Mapping[str, Any]]) -> tuple[str, lis
 
 
 def model_agent(spec: str, **options: Any) -> ModelAgent:
-    """A chat-shaped agent for a model spec; options: temperature (default 1.0), max_tokens (768),
+    """A chat-shaped agent for a model spec or a bare OpenAI-compatible server URL; options: temperature (default 1.0), max_tokens (768),
     top_p, timeout (seconds per completion; default :func:`default_timeout`), max_retries (3), backoff ((0.5, 8.0) s), seed, api_key,
     base_url, logprobs (False | True | "tokens"). See the module docstring."""
     return ModelAgent(spec, **options)
