@@ -34,6 +34,7 @@ from toolkit.hackscan import *  # noqa: F401,F403
 from toolkit.export import *  # noqa: F401,F403
 
 from toolkit import plots  # noqa: F401  (figures: tk.plots.pass_at_k_curve, ...)
+from toolkit.live import *  # noqa: F401,F403
 from toolkit import whatif  # noqa: F401
 # --------------------------------------------------------------------------------------
 

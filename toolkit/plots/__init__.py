@@ -13,6 +13,7 @@ from toolkit.plots.judging import *  # noqa: F401,F403
 from toolkit.plots.whatif import *  # noqa: F401,F403
 from toolkit.plots.coverage import *  # noqa: F401,F403
 from toolkit.plots.faults import *  # noqa: F401,F403
+from toolkit.plots.live import *  # noqa: F401,F403
 
 # ----------------------------------------------------------------------------------------
 

@@ -1,0 +1,133 @@
+"""The dashboard's figure: pass@1 / pass@k and mean KL per token against rows landed.
+
+The same function draws the live frames (from the points the dashboard collected while
+the run went) and the final figure for a paper (``dashboard.figure()``, or from any saved
+rows through :func:`toolkit.run_progress`). Object API only; never ``plt.show()``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from matplotlib.figure import Figure
+
+from toolkit.plots._style import PALETTE, _style, interval_band, new_figure
+
+__all__ = ["run_progress_figure"]
+
+
+def _column(points, name: str) -> np.ndarray:
+    return np.array([np.nan if getattr(p, name) is None else getattr(p, name) for p in points], dtype=float)
+
+
+def _progress_points(progress: Any) -> tuple:
+    if hasattr(progress, "points"):
+        return tuple(progress.points)
+    if isinstance(progress, (list, tuple)) and (not progress or hasattr(progress[0], "n_rows")):
+        return tuple(progress)
+    from toolkit.live import run_progress
+
+    return tuple(run_progress(progress).points)
+
+
+def run_progress_figure(progress: Any, *, title: str | None = None, width: float = 7.5, height: float = 3.6,
+                        dpi: float | None = None, layout: str | None = "constrained",
+                        legend: bool = True) -> Figure:
+    """Two panels against rows landed: pass@1 and pass@k with 95% bands; mean KL per token.
+
+    ``progress`` is a :class:`toolkit.RunProgress`, a sequence of ``ProgressPoint`` s, or
+    rows (recomputed with :func:`toolkit.run_progress`, no reference: KL only when the rows
+    carry ``ref_logprob``). Bands are percentile bootstraps over tasks; a panel with
+    nothing to draw says why in its middle instead of staying silently empty.
+    ``layout=None`` uses fixed margins and ``legend=False`` puts the legend's facts (which
+    colour is which curve, n) in the panel titles: the live frames use both, because
+    constrained layout doubles the drawing time of a frame and the two legends add ~40%.
+    """
+    points = _progress_points(progress)
+    if layout == "constrained":
+        figure, (left, right) = new_figure(width, height, ncols=2)
+    elif layout is None:
+        with _style():
+            figure = Figure(figsize=(width, height))
+            left, right = figure.subplots(1, 2)
+        # fixed margins leave room for the legends under the axes
+        bottom = 0.33 if legend else 0.15
+        figure.subplots_adjust(left=0.08, right=0.985, bottom=bottom, top=0.82 if title else 0.89, wspace=0.28)
+    else:
+        raise ValueError(f"layout must be 'constrained' or None; got {layout!r}")
+    if dpi:
+        figure.set_dpi(dpi)
+    x = np.array([p.n_rows for p in points], dtype=float)
+    last = points[-1] if points else None
+
+    drawn = False
+    named = []
+    for name, color, label in (("pass_at_1", PALETTE["blue"], "pass@1"),
+                               ("pass_at_k", PALETTE["orange"], None)):
+        y = _column(points, name)
+        if not np.isfinite(y).any():
+            continue
+        drawn = True
+        if label is None:
+            ks = {p.k for p in points if p.pass_at_k is not None}
+            label = f"pass@{ks.pop()}" if len(ks) == 1 else "pass@k"
+        n = last.n_tasks if last else 0
+        named.append(f"{label} ({'blue' if name == 'pass_at_1' else 'orange'})")
+        left.plot(x, y, color=color, linewidth=1.6, label=f"{label} (n={n} tasks)", **_markers(len(points)))
+        low, high = _column(points, name + "_low"), _column(points, name + "_high")
+        if np.isfinite(low).any():
+            interval_band(left, x, low, high, color)
+    left.set_ylim(-0.02, 1.02)
+    left.set_xlabel("rows landed")
+    left.set_ylabel("probability")
+    if legend or not drawn:
+        left.set_title("pass@1 and pass@k, 95% bootstrap over tasks")
+    else:
+        left.set_title(f"{', '.join(named)}; n={last.n_tasks} tasks")
+    if drawn and legend:
+        # below the axes: inside, a legend hides the curves it names
+        left.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=2, frameon=False)
+    elif not drawn:
+        reason = (last.note if last and last.note else "waiting for graded rows") if last else "no rows yet"
+        left.text(0.5, 0.5, _wrap(reason), ha="center", va="center", transform=left.transAxes, color=PALETTE["grey"])
+
+    kl = _column(points, "mean_kl")
+    if np.isfinite(kl).any():
+        color = PALETTE["vermillion"]
+        right.plot(x, kl, color=color, linewidth=1.6, **_markers(len(points)),
+                   label=f"mean KL (n={last.n_kl_rows} rows, {last.n_kl_tokens} tokens)"
+                   + (f"\n{last.n_kl_impossible} rows impossible under the reference" if last.n_kl_impossible else ""))
+        low, high = _column(points, "mean_kl_low"), _column(points, "mean_kl_high")
+        if np.isfinite(low).any():
+            interval_band(right, x, low, high, color)
+        right.axhline(0.0, color=PALETTE["grey"], linewidth=0.8)
+        if legend:
+            right.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), frameon=False)
+    else:
+        reason = "no KL yet: needs logprobs=True and a reference policy" if last else "no rows yet"
+        right.text(0.5, 0.5, _wrap(reason), ha="center", va="center", transform=right.transAxes, color=PALETTE["grey"])
+    right.set_xlabel("rows landed")
+    right.set_ylabel("nats per token")
+    if legend or not np.isfinite(kl).any():
+        right.set_title("running mean KL to the reference")
+    else:
+        impossible = f", {last.n_kl_impossible} impossible" if last.n_kl_impossible else ""
+        right.set_title(f"KL per token to the reference; n={last.n_kl_rows} rows{impossible}")
+    if x.size:
+        for ax in (left, right):
+            ax.set_xlim(0, max(x.max(), 1))
+    if title:
+        figure.suptitle(title)
+    return figure
+
+
+def _wrap(text: str, width: int = 38) -> str:
+    import textwrap
+
+    return "\n".join(textwrap.wrap(text, width))
+
+
+def _markers(n_points: int) -> dict:
+    # a line through one or two points is invisible or misleading; mark them
+    return {"marker": "o", "markersize": 3} if n_points < 8 else {}
