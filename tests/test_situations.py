@@ -339,3 +339,16 @@ def test_strength_above_the_number_of_axes_is_clipped_with_a_note():
     assert grid.coverage["fraction"] == 1.0
     with pytest.raises(tk.ConfigError):
         tk.situation_grid([{"name": "ping"}], strength=0)
+
+
+def test_coverage_factors_reproduce_the_grid_coverage_numbers():
+    import toolkit as tk
+
+    tools = [{"type": "function", "function": {"name": "get_order", "description": "Look up an order.",
+              "parameters": {"type": "object", "properties": {"order_id": {"type": "string"}}, "required": ["order_id"]}}}]
+    grid = tk.situation_grid(tools, "1. Never refund without a receipt.\n2. Confirm before cancelling.", seed=0)
+    factors = grid.coverage_factors
+    assert "unspecified" not in factors.get("rule", ())
+    report = tk.coverage([s.dimensions for s in grid], factors, strength=2)
+    expected = grid.coverage_of(list(grid))
+    assert (report.planned, report.covered) == (expected["pairs_planned"], expected["pairs_covered"])

@@ -5,9 +5,9 @@ template writer and template user, graded by the deterministic conduct grader. I
 run's summary and the pass@1 / pass^k / pass@k line with intervals, and writes the rows
 (JSONL + .meta.json) and a pass@k figure under ``--out``. No key, no network, a few seconds.
 
-``--stats`` adds the second part (the earlier demo): two shipped runs of the same tasks
-(before and after a change), their pass@k lines and the paired before/after report, with
-the pass@k and delta-forest figures.
+The second part (skip it with ``--no-stats``) reads two shipped runs of the same tasks
+(before and after a change to an agent): their pass@k lines and the paired before/after
+report, with the pass@k and delta-forest figures.
 """
 
 from __future__ import annotations
@@ -16,16 +16,17 @@ import argparse
 import time
 from pathlib import Path
 
-HELP = "offline demo: simulate an agent, grade it, pass@k with intervals (--stats: paired before/after report)"
+HELP = "offline demo: simulate an agent, grade it, pass@k with intervals, then a paired before/after report"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=Path("out/demo"), help="folder for rows and figures (default out/demo)")
     parser.add_argument("--seed", type=int, default=0, help="seed for the simulation and every resampling draw")
-    parser.add_argument("--budget", type=int, default=96, help="rows to simulate (default 96 = 24 prompts x 4 repeats)")
-    parser.add_argument("--stats", action="store_true", help="also run the paired before/after statistics on the shipped runs")
-    parser.add_argument("--before", type=Path, default=None, help="(--stats) rows JSONL of the baseline run")
-    parser.add_argument("--after", type=Path, default=None, help="(--stats) rows JSONL of the changed run")
+    parser.add_argument("--budget", type=int, default=320, help="rows to simulate (default 320 = 80 situations x 4 repeats)")
+    parser.add_argument("--no-stats", dest="stats", action="store_false",
+                        help="skip the paired before/after report on the shipped runs")
+    parser.add_argument("--before", type=Path, default=None, help="rows JSONL of the baseline run (default: shipped demo)")
+    parser.add_argument("--after", type=Path, default=None, help="rows JSONL of the changed run (default: shipped demo)")
     parser.set_defaults(run=run)
 
 
@@ -42,17 +43,18 @@ def _resolve(path: Path | None, name: str) -> Path:
 
 def _simulation(args: argparse.Namespace) -> list[Path]:
     import toolkit as tk
-    from toolkit.plots import export_figure, pass_at_k_curve
+    from toolkit.plots import coverage_heatmap, export_figure, pass_at_k_curve
 
     tools = tk.dataset_path("tools/airline_support.json")
     policy = tk.dataset_path("tools/airline_support_policy.md").read_text(encoding="utf-8")
     agent = tk.seeded_agent(tools, seed=args.seed)
     args.out.mkdir(parents=True, exist_ok=True)
     rows_path = args.out / "simulated_rows.jsonl"
-    # sft mode: 3 phrasings per situation, every prompt gets exactly k = 4 rollouts, so the
-    # k-way numbers (pass^4, pass@4) are defined for every group
+    # sft mode gives every prompt exactly k = 4 rollouts, so pass^4 and pass@4 are defined for
+    # every group; one phrasing per situation spends the budget on more situations (80 at the
+    # default budget), which covers more of the grid and narrows the interval over tasks.
     data = tk.simulate(
-        agent, tools=tools, system_prompt=policy, mode="sft", budget=args.budget, grade=True,
+        agent, tools=tools, system_prompt=policy, mode="sft", phrasings=1, budget=args.budget, grade=True,
         simulator=False, output=rows_path, reproducible=True, progress=False, advanced={"seed": args.seed},
     )  # fmt: skip
     print("simulation: seeded agent on the airline tool set, template writer and user, conduct grader")
@@ -60,7 +62,12 @@ def _simulation(args: argparse.Namespace) -> list[Path]:
     print()
     print(f"  {data.pass_at}")
     written = [rows_path]
-    written += export_figure(pass_at_k_curve({"simulated": data.rows}, seed=args.seed), args.out / "simulated_pass_at_k", ("png",))
+    written += export_figure(pass_at_k_curve({"simulated": data.rows}, seed=args.seed), args.out / "simulated_pass_at_k", ("pdf", "png"))
+    # the same grid the engine drew from, so the figure's counts are the report's pairwise numbers
+    grid = tk.situation_grid(tools, policy, seed=args.seed)
+    dimensions = [row["scenario_dimensions"] for row in data.rows if row.get("scenario_dimensions")]
+    report = tk.coverage(dimensions, grid.coverage_factors, strength=2)
+    written += export_figure(coverage_heatmap(report), args.out / "simulated_coverage", ("pdf", "png"))
     return written
 
 

@@ -383,6 +383,12 @@ class SituationGrid(Result):
                 return situation
         raise KeyError(situation_id)
 
+    @property
+    def coverage_factors(self) -> dict[str, tuple]:
+        """The axes coverage is planned over (constant axes and the placeholder rule
+        "unspecified" left out), ready for :func:`toolkit.coverage` or a coverage heatmap."""
+        return _varying_factors(self.axes)
+
     def coverage_of(self, rows: Any) -> dict[str, Any]:
         """The same coverage numbers for other rows: situations, dimension dicts, or result
         rows carrying ``scenario_dimensions``."""
