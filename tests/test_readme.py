@@ -1,0 +1,33 @@
+"""README promises: the two commands up front, CI running the test one, knob tables = code."""
+
+import re
+from pathlib import Path
+
+import toolkit as tk
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+def _code_blocks(text):
+    return re.findall(r"```(?:bash)?\n(.*?)```", text, flags=re.S)
+
+
+def test_readme_opens_with_the_two_commands():
+    head = README.split("---", 1)[0]
+    blocks = [block.strip() for block in _code_blocks(head)]
+    assert len(blocks) == 2
+    demo, tests = blocks
+    assert demo.startswith("python3 -m venv .venv") and demo.endswith("-m toolkit demo")
+    assert tests.startswith("python3 -m venv .venv") and "'.[dev]'" in tests and tests.endswith("-m pytest")
+
+
+def test_ci_runs_exactly_the_readme_test_command():
+    tests_command = [block.strip() for block in _code_blocks(README.split("---", 1)[0])][1]
+    ci_lines = [line.strip() for line in (ROOT / ".ci" / "run").read_text(encoding="utf-8").splitlines()]
+    assert tests_command in ci_lines
+
+
+def test_readme_knob_tables_are_the_code():
+    for table in ("experiment", "engine"):
+        assert tk.knob_table_markdown(table) in README, f"README's {table} knob table differs from RunKnobs"
