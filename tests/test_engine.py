@@ -213,3 +213,36 @@ def test_until_saturation_and_time_budget():
     timed = tk.simulate(budget=100_000, time_budget=2.0, progress=False)
     assert timed.stopped_because == "time_budget" and len(timed.rows) < 100_000
     assert time.perf_counter() - started < 2.0 + 10.0  # the clock plus stop_grace and the report
+
+
+def test_rows_are_held_compactly_and_read_like_lists(tmp_path):
+    from toolkit.rows import scrub
+
+    path = tmp_path / "run.jsonl"
+    seen = []
+    data = tk.simulate(budget=25, output=path, on_row=seen.append, advanced={"seed": 5}, **FAST)
+    assert len(data) == 25 and data._rows is None  # len() does not decode the rows
+    rows, trajectories = data.rows, data.trajectories
+    assert isinstance(rows, list) and rows() is rows and len(rows) == 25
+    assert rows == seen == tk.read_rows(path)  # rows as written, in land order
+    assert all(r.get("privileged") for r in trajectories) and not any("privileged" in r for r in rows)
+    assert [scrub(t) for t in trajectories] == rows  # a trajectory is its row plus the privileged blocks
+    assert "privileged" not in json.dumps(data.rows)
+    data.rows[0]["note"] = "kept"  # decoded once, so edits persist like on any list
+    assert data.rows[0]["note"] == "kept" and data[0]["note"] == "kept"
+    assert data.report()["output_durability"].startswith("every landed row is written to the kernel")
+    assert tk.simulate(budget=3, **FAST).report()["output_durability"] is None
+
+
+def test_report_counts_from_one_pass_and_retired_groups_match_the_rows():
+    data = tk.simulate(budget=120, advanced={"seed": 2, "per_round": 8}, **FAST)
+    report = data.report()
+    groups = data.search["groups"]
+    # explore mode, k = 1: every group reached k and was retired from memory, yet counted
+    assert groups["reached_k"] == len({r["group_id"] for r in data.rows}) and groups["below_k"] == 0
+    assert report["rows"] == 120
+    assert report["unique_prompts"] == len({r["prompt"] for r in data.rows})
+    assert report["pairwise"]["pairs_covered"] == tk.situation_grid(
+        tk.dataset_path("tools/airline_support.json"),
+        tk.dataset_path("tools/airline_support_policy.md").read_text(encoding="utf-8"), seed=2,
+    ).coverage_of([r for r in data.rows if r.get("scenario_dimensions")])["pairs_covered"]

@@ -283,3 +283,76 @@ def test_seeded_agent_with_the_template_person_end_to_end():
                 assert re.search(r"SW-\d{4}", answer), answer
                 asked_and_answered += 1
     assert asked_and_answered >= 5
+
+
+def test_timeout_calls_reuse_worker_threads_and_survive_a_hung_call():
+    seen = []
+
+    def agent(message):
+        seen.append(threading.get_ident())
+        if "hang" in message:
+            time.sleep(1.0)
+        return {"steps": [], "final_text": "done"}
+
+    for index in range(20):
+        row = tk.run_rollout(agent, PROMPT, tools=TOOLS, rollout_index=index, timeout=5)
+        assert row["ended_by"] != "lost"
+    assert len(set(seen)) == 1  # one parked worker served every call, no thread per call
+    assert threading.get_ident() not in seen  # yet the calls ran off the caller's thread
+    hung = tk.run_rollout(agent, "please hang here", tools=TOOLS, timeout=0.1)
+    assert hung["lost_reason"] == "timeout"
+    started = time.perf_counter()
+    after = tk.run_rollout(agent, PROMPT, tools=TOOLS, timeout=5)
+    assert after["ended_by"] != "lost" and time.perf_counter() - started < 0.9  # another worker took it
+
+
+def test_seeded_agent_runs_without_a_worker_thread():
+    agent = tk.seeded_agent(TOOLS, seed=1)
+    names = []
+    original = agent.__class__.__call__
+
+    class Watching(agent.__class__):
+        def __call__(self, *args, **kwargs):
+            names.append(threading.current_thread().name)
+            return original(self, *args, **kwargs)
+
+    agent.__class__ = Watching
+    tk.run_rollout(agent, PROMPT, tools=TOOLS, user=False)
+    assert names and all(name == threading.current_thread().name for name in names)
+
+
+def test_seeded_sample_read_off_the_enumerated_tree_equals_a_direct_sample():
+    from toolkit.agents.seeded import _read_context
+
+    agent = tk.seeded_agent(tk.dataset_path("tools/airline_support.json"), seed=4, rate=0.5)
+    checked = 0
+    for index in range(12):
+        row = tk.run_rollout(agent, "Please change my flight BK-7731 to Tuesday, and refund the old one.", rollout_index=index, timeout=None)
+        messages = tk.messages_from_steps(row["prompt"], row["steps"])
+        for position, message in enumerate(messages):
+            if message["role"] != "assistant":
+                continue
+            ctx = _read_context(messages[:position], None)
+            for rollout_index in (index, index + 100):
+                direct_path, direct = agent._sample_path(ctx, rollout_index)
+                read_path, read = agent._sampled(ctx, rollout_index, agent._paths(ctx))
+                assert read == direct and read_path.choices == direct_path.choices
+                checked += 1
+    assert checked > 40
+
+
+def test_timeout_workers_work_in_a_forked_child():
+    import multiprocessing
+
+    def agent(message):
+        return {"steps": [], "final_text": "done"}
+
+    tk.run_rollout(agent, PROMPT, tools=TOOLS, timeout=5)  # leaves a parked worker in this process
+    context = multiprocessing.get_context("fork")
+    with context.Pool(1) as pool:
+        ended = pool.apply(_forked_rollout, ())
+    assert ended == "agent_done"
+
+
+def _forked_rollout():
+    return tk.run_rollout(lambda message: {"steps": [], "final_text": "done"}, PROMPT, tools=TOOLS, timeout=2)["ended_by"]

@@ -809,3 +809,53 @@ def test_objects_are_results_with_json_safe_dicts():
     task, rollout, judgment, markers = tk.from_row(make_row(reward=1.0, markers={"hedging": 0}))
     assert json.loads(json.dumps(rollout.to_dict()))["steps"][0]["tool"] == "lookup_order"
     assert task.to_dict()["scenario_id"] == "refund-7" and markers[0].to_dict()["name"] == "hedging"
+
+
+def test_row_writer_fsync_policies(tmp_path, monkeypatch):
+    import toolkit.rows as rows_module
+
+    calls = []
+    real_fsync = rows_module.os.fsync
+    monkeypatch.setattr(rows_module.os, "fsync", lambda fd: (calls.append(fd), real_fsync(fd)))
+    per_row = tmp_path / "per_row.jsonl"
+    per_row.touch()  # an existing file: no directory fsync at open, only the rows' own
+    with tk.RowWriter(per_row) as writer:
+        for i in range(5):
+            writer.write(make_row(scenario_id=f"r{i}"))
+    assert len(calls) == 5 + 1  # one per row, one at close
+    calls.clear()
+    grouped = tmp_path / "grouped.jsonl"
+    grouped.touch()
+    writer = tk.RowWriter(grouped, fsync="interval", fsync_interval=60)
+    for i in range(5):
+        writer.write(make_row(scenario_id=f"g{i}"))
+        # kill-safety does not wait for fsync: the row is in the file (the kernel) already
+        assert len(grouped.read_bytes().splitlines()) == i + 1
+    assert calls == []  # no write found the last fsync 60 s old
+    writer.close()
+    assert len(calls) == 1  # close always fsyncs
+    with pytest.raises(tk.ConfigError, match="interval"):
+        tk.RowWriter(tmp_path / "x.jsonl", fsync="intervall")
+    for bad in (0, -1, 61, True, "1"):
+        with pytest.raises(tk.ConfigError, match=r"fsync_interval"):
+            tk.RowWriter(tmp_path / "y.jsonl", fsync="interval", fsync_interval=bad)
+
+
+def test_row_writer_interval_fsyncs_when_the_interval_has_passed(tmp_path, monkeypatch):
+    import toolkit.rows as rows_module
+
+    calls = []
+    monkeypatch.setattr(rows_module.os, "fsync", lambda fd: calls.append(fd))
+    clock = [1000.0]
+    monkeypatch.setattr(rows_module.time, "monotonic", lambda: clock[0])
+    (tmp_path / "t.jsonl").touch()
+    writer = tk.RowWriter(tmp_path / "t.jsonl", fsync="interval", fsync_interval=1.0)
+    writer.write(make_row())
+    assert calls == []
+    clock[0] += 1.5
+    writer.write(make_row())
+    assert len(calls) == 1
+    clock[0] += 0.5
+    writer.write(make_row())
+    assert len(calls) == 1
+    writer.close()

@@ -106,3 +106,22 @@ def test_successive_no_history_stops_unanimous_pair():
 def test_region_weight_closed_form():
     assert tk.region_weight(0, 1.0, 0.5, 0.5) == pytest.approx(0.35 + 0.35 + 0.10 + 0.05)
     assert tk.region_weight(1, 0.1, 0.0, 0.0) == pytest.approx(0.35 / 4 + 0.035)
+
+
+def test_novelty_index_is_exact_below_capacity_and_a_window_above():
+    from sklearn.metrics.pairwise import cosine_similarity
+
+    embedder = tk.HashEmbedder(dim=64)
+    texts = [f"change flight {i} to city {i % 7} on day {i % 5}" for i in range(40)]
+    vectors = embedder.embed(texts)
+    candidates = embedder.embed(["change flight 3 to city 3", "what is the weather", "flight 39 city 4 day 4"])
+    index = tk.NoveltyIndex(64, capacity=16)
+    index.remember(vectors[:10])
+    expected = np.clip(1 - cosine_similarity(candidates, vectors[:10]).max(axis=1), 0, 1)
+    assert np.allclose(index.score(candidates), expected, atol=1e-6)
+    index.remember(vectors[10:])
+    assert index.remembered == 40 and len(index.vectors) == 16
+    window = np.clip(1 - cosine_similarity(candidates, vectors[-16:]).max(axis=1), 0, 1)
+    assert np.allclose(index.score(candidates), window, atol=1e-6)
+    with pytest.raises(tk.ConfigError, match="capacity"):
+        tk.NoveltyIndex(64, capacity=0)

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import copy
 import json
+import pickle
+import zlib
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 from toolkit._errors import ConfigError
 
-__all__ = ["SimulationData", "RowList", "load"]
+__all__ = ["SimulationData", "RowList", "RowStore", "load"]
 
 
 class RowList(list):
@@ -19,6 +21,81 @@ class RowList(list):
 
     def __call__(self) -> RowList:
         return self
+
+
+class RowStore:
+    """The rows of a run held compactly: each row is one zlib-compressed pickle, and its
+    trajectory is kept only as the part that differs from the written row (``privileged``,
+    scratch keys), rebuilt on access.
+
+    Why: a row as Python dicts costs ~7.4 KB (measured on 2,000 streamed rows: 1.6 KB of JSON
+    each), and ``rows`` + ``trajectories`` held every row twice, so 100,000 rows needed
+    ~1.5 GB; compressed they take ~0.6 KB plus ~0.2 KB of trajectory delta. Decoding costs
+    ~30 us per row, paid only when rows are read (``SimulationData.rows`` decodes all of them
+    once, on first access).
+    """
+
+    __slots__ = ("_rows", "_deltas")
+
+    def __init__(self) -> None:
+        self._rows: list[bytes] = []
+        self._deltas: list[bytes | None] = []
+
+    @staticmethod
+    def _pack(value: Any) -> bytes:
+        # level 1: ~3x smaller at a few us per row; higher levels gain little on short rows
+        return zlib.compress(pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL), 1)
+
+    @staticmethod
+    def _unpack(blob: bytes) -> Any:
+        return pickle.loads(zlib.decompress(blob))
+
+    def append(self, row: Mapping[str, Any], trajectory: Mapping[str, Any] | None = None) -> None:
+        """Store ``row`` (the written, scrubbed row) and ``trajectory`` (the same row before
+        scrubbing; None when it is the row itself)."""
+        self._rows.append(self._pack(dict(row)))
+        self._deltas.append(None if trajectory is None else self._pack(_delta(row, trajectory)))
+
+    def replace(self, index: int, row: Mapping[str, Any], trajectory: Mapping[str, Any] | None = None) -> None:
+        self._rows[index] = self._pack(dict(row))
+        self._deltas[index] = None if trajectory is None else self._pack(_delta(row, trajectory))
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def __bool__(self) -> bool:
+        return bool(self._rows)
+
+    def row(self, index: int) -> dict:
+        return self._unpack(self._rows[index])
+
+    def trajectory(self, index: int) -> dict:
+        row = self.row(index)
+        delta = self._deltas[index]
+        if delta is None:
+            return row
+        changed, dropped = self._unpack(delta)
+        row.update(changed)
+        for key in dropped:
+            row.pop(key, None)
+        return row
+
+    def __iter__(self) -> Iterator[dict]:
+        """The written rows, decoded one at a time (nothing is kept)."""
+        for blob in self._rows:
+            yield self._unpack(blob)
+
+    def trajectories(self) -> Iterator[dict]:
+        for index in range(len(self._rows)):
+            yield self.trajectory(index)
+
+
+def _delta(row: Mapping[str, Any], trajectory: Mapping[str, Any]) -> tuple[dict, list]:
+    """What turns ``row`` back into ``trajectory``: top-level keys whose values differ or that
+    the row lacks, and the keys the trajectory does not have."""
+    changed = {key: value for key, value in trajectory.items() if key not in row or row[key] != value}
+    dropped = [key for key in row if key not in trajectory]
+    return changed, dropped
 
 
 class SimulationData:
@@ -47,8 +124,15 @@ class SimulationData:
         knobs: Any = None,
         seed: int = 0,
     ) -> None:
-        self.rows = RowList(rows)
-        self.trajectories = RowList(trajectories if trajectories is not None else rows)
+        if isinstance(rows, RowStore):
+            # A run's rows stay compact until someone reads them (see RowStore).
+            self._store: RowStore | None = rows
+            self._rows: RowList | None = None
+            self._trajectories: RowList | None = None
+        else:
+            self._store = None
+            self._rows = RowList(rows)
+            self._trajectories = RowList(trajectories if trajectories is not None else rows)
         self._report = dict(report or {})
         self.search = dict(search or {})
         self.warnings = list(warnings or [])
@@ -60,6 +144,29 @@ class SimulationData:
         self._seed = seed
 
     # -- reading -----------------------------------------------------------------------
+
+    @property
+    def rows(self) -> RowList:
+        """The scrubbed rows (a list, also callable). Decoded from the compact store on first
+        access and kept from then on, so changes to them persist like on any list."""
+        if self._rows is None:
+            self._rows = RowList(self._store)
+        return self._rows
+
+    @rows.setter
+    def rows(self, value: list[dict]) -> None:
+        self._rows = RowList(value)
+
+    @property
+    def trajectories(self) -> RowList:
+        """The rows with ``privileged`` (memory only, for a judge); decoded on first access."""
+        if self._trajectories is None:
+            self._trajectories = RowList(self._store.trajectories())
+        return self._trajectories
+
+    @trajectories.setter
+    def trajectories(self, value: list[dict]) -> None:
+        self._trajectories = RowList(value)
 
     def report(self) -> dict[str, Any]:
         """A deep copy of the run record (safe to mutate)."""
@@ -80,7 +187,7 @@ class SimulationData:
         return pass_at(self.rows, seed=self._seed)
 
     def __len__(self) -> int:
-        return len(self.rows)
+        return len(self._rows) if self._rows is not None else len(self._store)
 
     def __iter__(self) -> Iterator[dict]:
         return iter(self.rows)
@@ -89,14 +196,14 @@ class SimulationData:
         return self.rows[index]
 
     def __repr__(self) -> str:
-        return f"SimulationData({len(self.rows)} rows, stopped_because={self.stopped_because!r}, {len(self.warnings)} warnings)"
+        return f"SimulationData({len(self)} rows, stopped_because={self.stopped_because!r}, {len(self.warnings)} warnings)"
 
     def summary(self) -> str:
         """A few lines a person reads: size, why it stopped, coverage, losses, warnings."""
         r = self._report
         pairwise = r.get("pairwise") or {}
         lines = [
-            f"{len(self.rows)} rows (budget {r.get('budget')}, mode {r.get('mode')}, n={r.get('requests_per_situation')}, "
+            f"{len(self)} rows (budget {r.get('budget')}, mode {r.get('mode')}, n={r.get('requests_per_situation')}, "
             f"k={r.get('rollouts_per_request')}, policy {r.get('repeat_policy')}); stopped: {self.stopped_because}",
             f"situations {r.get('n_situations')}, unique prompts {r.get('unique_prompts')}, behaviour signatures "
             f"{r.get('unique_signatures')}, pairwise coverage {pairwise.get('pairs_covered')}/{pairwise.get('pairs_planned')} "

@@ -11,8 +11,27 @@ Scheduling. Work is planned in rounds of ``per_round`` rows (independent of ``co
 ``reproducible=True`` (and always at ``concurrency=1``) is round-synchronous: a round is
 submitted, every rollout of it lands, the results are processed in plan order, then the next
 round is planned -- so the same seed gives the same rows at any concurrency and in any
-process. Otherwise the loop streams: it keeps ``concurrency`` rollouts in flight, processes
-rows as they land and plans the next round when the queue runs low (pool_low_* knobs).
+process. Otherwise the loop streams: it keeps ``concurrency`` rollouts running, processes
+rows as they land and plans the next round when the queue runs low (pool_low_* knobs). Once
+a row has landed it submits up to ``2 x concurrency`` rollouts, so a worker that finishes
+starts the next one from the pool's queue without waiting for the loop (which may be
+planning); finished rollouts report to one completion queue, so collecting costs O(1) per
+row however many are in flight (``cf.wait`` over every in-flight future was O(in flight)).
+Measured with an agent sleeping 50 ms per call at concurrency 32: 44% of the C/L bound
+before, >= 90% after (``benchmarks/bench_engine.py``).
+
+Memory. Rows are kept compactly (:class:`toolkit._engine_data.RowStore`: one compressed
+pickle per row; the trajectory is kept as its difference from the written row) and decoded
+when ``data.rows`` / ``data.trajectories`` are first read; groups that reached k are dropped
+once nothing can add to them (single eval run); novelty compares against a fixed window of
+recent prompts (:class:`toolkit.NoveltyIndex`). A streamed run's memory grows by ~1.5 KB
+per row instead of ~15 KB (two dict copies per row plus every group).
+
+Output durability. ``output=`` / ``checkpoint=`` rows go through :class:`toolkit.RowWriter`
+with ``fsync="interval"`` (1 s): each row is written to the kernel before it counts as landed
+(``on_row``, ``data.rows``), so a killed process loses none; an OS crash or power loss can
+lose at most the last second of rows. ``report()["output_durability"]`` says so. The per-row
+fsync of the writer's default cost ~4 ms per row here, more than the rest of the row.
 
 Defaults that differ from the reference (and why):
 
@@ -34,6 +53,7 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import math
+import queue
 import statistics
 import threading
 import time
@@ -45,7 +65,7 @@ from typing import Any
 
 import numpy as np
 
-from toolkit._engine_data import RowList, SimulationData, load, write_json_atomic
+from toolkit._engine_data import RowList, RowStore, SimulationData, load, write_json_atomic
 from toolkit._engine_plan import gap_guided_situations, open_ended_candidates
 from toolkit._errors import ConfigError, unknown_name_message
 from toolkit._hashing import sha256_hex, stable_hash, stable_uniform
@@ -59,9 +79,9 @@ from toolkit.search import (
     SuccessiveAllocator,
     behavior_signature,
     failure_aim,
+    NoveltyIndex,
     make_embedder,
     mutate_prompt,
-    novelty,
     region_weight,
     update_arm_weights,
 )
@@ -79,6 +99,17 @@ REPEAT_POLICIES = ("none", "adaptive", "successive", "fixed", "unique")
 _UNTIL = {"compute": "compute", "budget_only": "compute", "budget": "compute", "time": "compute", "saturation": "saturation", "first": "saturation"}
 _REGION_COEFFICIENTS = {"rl": (0.25, 0.25, 0.15, 0.35)}  # reference §3.2: behaviour gap leads under rl
 _DEFAULT_REGION_COEFFICIENTS = (0.35, 0.35, 0.20, 0.10)
+#: output=/checkpoint= rows are fsynced at least this often (RowWriter fsync="interval"); an OS
+#: crash or power loss can cost at most the last second of rows, a killed process none.
+_OUTPUT_FSYNC_INTERVAL_S = 1.0
+_OUTPUT_DURABILITY = (
+    "every landed row is written to the kernel before it counts (a killed process loses none); "
+    f"fsync at least every {_OUTPUT_FSYNC_INTERVAL_S:g} s and at the end, so an OS crash or power loss "
+    f"can lose at most the rows of the last {_OUTPUT_FSYNC_INTERVAL_S:g} s"
+)
+# Enough for several rounds of candidates (per_round x select_oversample x phrasings is ~300)
+# while bounded: 4096 x 256 float32 = 4 MB.
+_VECTOR_CACHE_SIZE = 4096
 _RISKY_STANCES = frozenset({"boundary", "adversarial", "conflicting"})
 _PARAMETERS = (
     "agent", "spec", "tools", "system_prompt", "policy", "situations", "traces", "tasks", "runs", "grader", "execute",
@@ -261,6 +292,9 @@ def simulate(
     "stopped"``). ``executor``: any ``concurrent.futures.Executor`` (e.g. dask's
     ``client.get_executor()``) instead of the built-in thread pool. ``checkpoint``: a JSONL
     path appended as rows land; calling again with the same path resumes without duplicates.
+    ``output=`` / ``checkpoint=`` rows reach the file (the kernel) before they count as landed,
+    so a killed process loses none; they are fsynced at least once a second and at the end
+    (an OS crash can cost the last second: ``report()["output_durability"]``).
     """
     if unknown:
         name = sorted(unknown)[0]
@@ -501,8 +535,9 @@ class _Engine:
         self.axes = {axis: tuple(values) for axis, values in self.grid.axes.items()}
         self.grid_ids = {s.id for s in self.grid}
         self.trace_boost = self._trace_boost()
-        self.trajectories: list[dict] = []
-        self.rows: list[dict] = []
+        # rows as written + their trajectories, compact (RowStore: 100k rows as dicts, twice,
+        # needed ~1.5 GB)
+        self.rows = RowStore()
         self.stopped_because: str | None = None
         self.lost_by: Counter = Counter()
         self.rerolled = 0
@@ -524,7 +559,9 @@ class _Engine:
         self.mutation_aims: Counter = Counter()
         self.prompts_seen: set[str] = set()
         self.situations_opened: list[str] = []
-        self.seen_vectors = np.zeros((0, self.embedder_dim()), dtype=np.float32)
+        self.situations_opened_set: set[str] = set()  # membership; the list keeps the order
+        self.seen = NoveltyIndex(self.embedder_dim())
+        self.vector_cache: dict[str, np.ndarray] = {}
         self.arm_weights = dict(k.arm_weights) if k.arm_weights else dict(START_ARM_WEIGHTS)
         self.arm_history: list[dict] = []
         self.batch: list[dict] = []
@@ -536,9 +573,14 @@ class _Engine:
         self.empty_rounds = 0
         self.allocator = SuccessiveAllocator(k=self.k, probe=min(k.probe, self.k), alpha=k.smoothing_alpha)
         self.groups: dict[str, _Group] = {}
+        self.retired_groups = 0  # groups that reached k and were dropped from memory (runs == 1)
         self.owed: deque = deque()
         self.queue: deque = deque()
         self.in_flight: dict[cf.Future, _Item] = {}
+        # futures report themselves here when done: the loop blocks on one queue instead of
+        # re-arming a waiter on every in-flight future per landed row (cf.wait is O(in flight))
+        self.completed: queue.SimpleQueue = queue.SimpleQueue()
+        self.graded = _ExactSum()  # running pass rate for progress events, exact like math.fsum
         self.eval_run = 0
         self.rounds_without_fill = 0
         self.resume_rows, self.resume_keys_consumed = self._read_checkpoint()
@@ -598,11 +640,15 @@ class _Engine:
     def _open_writers(self) -> list:
         from toolkit.rows import RowWriter
 
+        # fsync="interval": each row reaches the kernel before it counts as landed (a killed
+        # process loses no landed row), the disk flush runs once a second. A per-row fsync cost
+        # 4 ms per row on this machine (1,000-row profile: 3.9 s of 13.5 s), more than the row.
+        durability = {"fsync": "interval", "fsync_interval": _OUTPUT_FSYNC_INTERVAL_S}
         writers = []
         if self.checkpoint is not None:
-            writers.append(RowWriter(self.checkpoint, mode="a"))
+            writers.append(RowWriter(self.checkpoint, mode="a", **durability))
         if self.output is not None and (self.checkpoint is None or self.output.resolve() != self.checkpoint.resolve()):
-            writers.append(RowWriter(self.output, mode="w"))
+            writers.append(RowWriter(self.output, mode="w", **durability))
         return writers
 
     def _make_bar(self):
@@ -656,24 +702,59 @@ class _Engine:
                     self._land(item, future)
             else:
                 threshold = max(k.pool_low_floor, min(k.pool_low_cap, self.concurrency // k.pool_low_flight_divisor))
-                if len(self.queue) < threshold and self._capacity() > 0:
+                # Submit past `concurrency` (up to twice it) once a row has landed: the pool's
+                # own queue then hands a free worker its next rollout at once, instead of after
+                # the main thread has landed the last one and planned (C/L bound, issue 5).
+                # Before the first row lands the cap is `concurrency`, so a dead agent is not
+                # called more than the dead-agent rule allows.
+                ahead = self.concurrency * 2 if self.rows else self.concurrency
+                # Plan until the queue is above the low-water mark AND can fill every slot:
+                # one small round per pass (the first wave is 8 prompts) left most of 32
+                # workers idle for the whole first wave.
+                first = True
+                while (len(self.queue) < threshold or len(self.queue) + len(self.in_flight) < ahead) and self._capacity() > 0:
                     planned = self._plan_round()
                     self.queue.extend(planned)
-                    if not planned and not self.queue and not self.in_flight:
-                        if self._exhausted():
-                            return
-                        continue
-                while self.queue and len(self.in_flight) < self.concurrency and not self._closing():
+                    if not planned:
+                        break
+                    first = False
+                if first and not self.queue and not self.in_flight:
+                    if self._exhausted():
+                        return
+                    continue
+                closing = self._closing()
+                while self.queue and len(self.in_flight) < ahead and not closing:
                     self._submit(self.queue.popleft())
+                if closing:
+                    self._cancel_unstarted()
                 if not self.in_flight:
-                    if self._closing():
+                    if closing:
                         self.stopped_because = "time_budget"
                         return
                     continue
-                done, _ = cf.wait(list(self.in_flight), timeout=self._tick(), return_when=cf.FIRST_COMPLETED)
+                done = self._collect(self._tick())
                 for future in sorted(done, key=lambda f: self.in_flight[f].order):
                     item = self.in_flight.pop(future)
                     self._land(item, future)
+
+    def _collect(self, timeout: float) -> list:
+        """Futures that finished: block up to ``timeout`` for the first, then take every
+        other one already reported (stale reports of futures no longer in flight are skipped)."""
+        done = []
+        try:
+            future = self.completed.get(timeout=timeout)
+            while True:
+                if future in self.in_flight and future not in done:
+                    done.append(future)
+                future = self.completed.get_nowait()
+        except queue.Empty:
+            return done
+
+    def _cancel_unstarted(self) -> None:
+        """Closing on the clock: rollouts submitted ahead that no worker has started are dropped."""
+        for future in list(self.in_flight):
+            if future.cancel():
+                self.in_flight.pop(future)
 
     def _tick(self) -> float:
         k = self.knobs
@@ -855,10 +936,11 @@ class _Engine:
             for situation, texts, reason, parent in self._candidates(arm, counts[arm]):
                 if len(items) >= free:
                     break
-                if self.n_situations is not None and situation.id not in self.situations_opened and len(self.situations_opened) >= self.n_situations:
+                if self.n_situations is not None and situation.id not in self.situations_opened_set and len(self.situations_opened) >= self.n_situations:
                     continue
-                if situation.id not in self.situations_opened:
+                if situation.id not in self.situations_opened_set:
                     self.situations_opened.append(situation.id)
+                    self.situations_opened_set.add(situation.id)
                 for text, reference, persona, nov in texts:
                     if len(items) >= free:
                         break
@@ -906,7 +988,7 @@ class _Engine:
 
         ranked = []
         for s in self.grid:
-            if self.unique and (self.cells[s.id] > 0 or s.id in self.situations_opened):
+            if self.unique and (self.cells[s.id] > 0 or s.id in self.situations_opened_set):
                 continue
             if not self._family_ok(s):
                 continue
@@ -941,11 +1023,11 @@ class _Engine:
             written = [w for w in self._write(situation) if w[0] not in self.prompts_seen]
             if not written:
                 continue
-            if len(written) > self.n:  # keep the n most novel phrasings of this card
-                scores = self._novelty([w[0] for w in written])
-                order = sorted(range(len(written)), key=lambda i: (-round(float(scores[i]), 9), i))[: self.n]
-                written = [written[i] for i in sorted(order)]
             scores = self._novelty([w[0] for w in written])
+            if len(written) > self.n:  # keep the n most novel phrasings of this card
+                order = sorted(sorted(range(len(written)), key=lambda i: (-round(float(scores[i]), 9), i))[: self.n])
+                written = [written[i] for i in order]
+                scores = [scores[i] for i in order]
             out.append((situation, [(t, r, p, float(s)) for (t, r, p), s in zip(written, scores)], prefix + reason, None))
             if len(out) >= count:
                 break
@@ -963,7 +1045,22 @@ class _Engine:
         return out
 
     def _novelty(self, texts: list[str]) -> np.ndarray:
-        return novelty(self.embedder.embed(texts), self.seen_vectors)
+        return self.seen.score(self._embed(texts))
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        """Embeddings with a bounded text -> vector cache: a phrasing is embedded when it is
+        scored as a candidate and again when its row lands; the second costs a lookup."""
+        if not texts:
+            return self.embedder.embed([])
+        cache = self.vector_cache
+        vectors = {t: cache[t] for t in texts if t in cache}
+        missing = [t for t in dict.fromkeys(texts) if t not in vectors]
+        if missing:
+            if len(cache) + len(missing) > _VECTOR_CACHE_SIZE:
+                cache.clear()
+            for text, vector in zip(missing, self.embedder.embed(missing)):
+                vectors[text] = cache[text] = vector.copy()
+        return np.stack([vectors[t] for t in texts])
 
     def _region_weight(self, situation) -> float:
         k = self.knobs
@@ -1127,6 +1224,7 @@ class _Engine:
         else:
             future = self.pool.submit(_rollout_task, self._job(item))
         self.in_flight[future] = item
+        future.add_done_callback(self.completed.put)
         return future
 
     def _land(self, item: _Item, future: cf.Future, allow_more: bool = True) -> None:
@@ -1161,9 +1259,11 @@ class _Engine:
             public = written if written is not None else _scrub(row)
         else:
             public = _scrub(row)
-        self.trajectories.append(row)
-        self.rows.append(public)
+        self.rows.append(public, row)
         self.durations.append(float((row.get("timing") or {}).get("seconds") or 0.0))
+        reward = public.get("reward")
+        if isinstance(reward, (int, float)) and not isinstance(reward, bool):
+            self.graded.add(float(reward))
         if self.on_row is not None:
             try:
                 self.on_row(public)
@@ -1175,7 +1275,16 @@ class _Engine:
             self.bar.update(1)
         if allow_more:
             self._after_landing(row, item)
+        self._retire(g)
         self._maybe_progress()
+
+    def _retire(self, g: _Group) -> None:
+        """Forget a group that reached k with nothing outstanding: nothing can add to it any
+        more, and keeping every group (its situation, persona and prompt, ~1.5 KB) grew memory
+        with every row. Runs with runs > 1 keep them: later eval runs replay run 0's groups."""
+        if self.runs == 1 and g.landed >= g.k and g.next_index <= g.landed and self.groups.get(g.key) is g:
+            del self.groups[g.key]
+            self.retired_groups += 1
 
     def _stamp(self, row: dict, item: _Item) -> None:
         g = item.group
@@ -1233,7 +1342,7 @@ class _Engine:
                 if isinstance(result, Mapping) and result.get("status") in ("ok", "created", "deleted", "answered"):
                     self.tool_ok[step["tool"]] += 1
         if g.landed == 0:
-            self._remember(self.embedder.embed([g.prompt]))
+            self.seen.remember(self._embed([g.prompt]))
         g.landed += 1
         aim = failure_aim(row, pass_threshold=k.pass_threshold, graded=self.mutate_graded, faults=k.mutate_failures)
         if aim is not None:
@@ -1244,18 +1353,6 @@ class _Engine:
         self.batch.append({"arm": g.arm if g.arm in ARMS else "structured", "new_signature": new_signature, "new_cell": new_cell})
         if len(self.batch) >= k.per_round:
             self._close_batch()
-
-    def _remember(self, vector: np.ndarray) -> None:
-        """Append to the novelty reference set; capacity doubles (amortised O(1) per row)."""
-        used = getattr(self, "_seen_used", 0)
-        if used == len(self._seen_store if hasattr(self, "_seen_store") else ()):
-            store = np.zeros((max(64, 2 * used), vector.shape[1]), dtype=np.float32)
-            if used:
-                store[:used] = self._seen_store[:used]
-            self._seen_store = store
-        self._seen_store[used] = vector[0]
-        self._seen_used = used + 1
-        self.seen_vectors = self._seen_store[: self._seen_used]
 
     def _close_batch(self) -> None:
         from toolkit.search import arm_yields
@@ -1336,17 +1433,16 @@ class _Engine:
         elapsed = time.perf_counter() - self.started
         rows = len(self.rows)
         rate = rows / elapsed if elapsed > 0 and rows else None
-        graded = [r["reward"] for r in self.rows if isinstance(r.get("reward"), (int, float)) and not isinstance(r.get("reward"), bool)]
         eta = (self.cap * self.runs - rows) / rate if rate and self.budget is not None and rows >= 5 else None
         # coverage walks every row: computed for the final payload only (per-event it made
         # a 5,000-row run quadratic)
-        coverage = self.grid.coverage_of([r for r in self.rows if r.get("scenario_dimensions")]) if final else None
+        coverage = self.grid.coverage_of(list(self._facts()["with_dims"].values())) if final else None
         return json_safe({
             "rows": rows, "budget": self.budget, "in_flight": len(self.in_flight), "queued": len(self.queue) + len(self.owed),
             "lost": sum(self.lost_by.values()), "lost_by": {k: v for k, v in self.lost_by.items() if v},
             "rerolled": self.rerolled, "elapsed_s": round(elapsed, 3), "eta_s": round(eta, 1) if eta is not None else None,
             "rows_per_s": round(rate, 3) if rate else None, "round": self.round, "arm_weights": dict(self.arm_weights),
-            "pass_rate": (math.fsum(graded) / len(graded)) if graded else None, "graded": len(graded),
+            "pass_rate": self.graded.mean(), "graded": self.graded.count,
             "unique_signatures": len(self.signatures), "unique_cells": len(self.cells),
             "pairwise_fraction": coverage.get("fraction") if coverage else None,
             "stopped_because": self.stopped_because, "final": final,
@@ -1356,19 +1452,23 @@ class _Engine:
     def _finish_resume(self) -> None:
         leftover = [row for key, row in self.resume_rows.items() if key not in self.resume_keys_consumed]
         for row in leftover:
-            self.trajectories.append(row)
-            self.rows.append(_scrub(row))
+            self.rows.append(_scrub(row), row)
+            reward = row.get("reward")
+            if isinstance(reward, (int, float)) and not isinstance(reward, bool):
+                self.graded.add(float(reward))
         if leftover:
             self.warnings.append(f"{len(leftover)} rows from checkpoint= were not replanned by this run (a streaming run plans differently); they are kept as they were.")
 
     def _run_llm_grade(self) -> None:
         from toolkit.judge import grade as judge_grade
 
-        report = judge_grade(self.trajectories, self.llm_grade)
-        for row, public, graded in zip(self.trajectories, self.rows, report.rows):
+        report = judge_grade(list(self.rows.trajectories()), self.llm_grade)
+        for index, graded in enumerate(report.rows):
+            row, public = self.rows.trajectory(index), self.rows.row(index)
             for target in (row, public):
                 target["llm_reward"] = graded.get("reward")
                 target["llm_reason"] = graded.get("reason")
+            self.rows.replace(index, public, row)
 
     def _result(self) -> SimulationData:
         for writer in self.writers:
@@ -1386,45 +1486,79 @@ class _Engine:
             sidecar = {
                 "schema_version": "1", "n_rows": len(self.rows),
                 "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "toolkit_version": __version__,
-                "system_prompt_shas": sorted({(r.get("lineage") or {}).get("system_prompt_sha") for r in self.rows} - {None}),
+                "system_prompt_shas": sorted(self._facts()["system_prompt_shas"] - {None}),
             }  # fmt: skip
             data = SimulationData([], report=report, search=self.search_record, warnings=warnings, degraded=self.degraded,
                                   stopped_because=self.stopped_because, metadata=self.metadata, system_prompts=self.system_prompts)  # fmt: skip
             sidecar.update(data._meta())
             write_json_atomic(_sidecar(target, ".meta.json"), sidecar)
         return SimulationData(
-            self.rows, self.trajectories, report=report, search=self.search_record, warnings=warnings, degraded=self.degraded,
+            self.rows, report=report, search=self.search_record, warnings=warnings, degraded=self.degraded,
             stopped_because=self.stopped_because, metadata=self.metadata, system_prompts=self.system_prompts, knobs=self.knobs, seed=self.seed,
         )  # fmt: skip
+
+    def _facts(self) -> dict:
+        """Everything the report and the sidecar read off the rows, in ONE decoding pass over
+        the compact store (cached until another row lands)."""
+        cached = getattr(self, "_facts_cache", None)
+        if cached is not None and cached[0] == len(self.rows):
+            return cached[1]
+        facts = {
+            "with_dims": {}, "faulted_cells": 0, "faulted_with_fault": 0, "tiers": Counter(), "user_turns": 0,
+            "prompts": set(), "scenario_ids": set(), "agent_model": None, "ended_on_question": 0, "any_tool": False,
+            "system_prompt_shas": set(),
+        }  # fmt: skip
+        for index, r in enumerate(self.rows):
+            dims = r.get("scenario_dimensions")
+            steps = r.get("steps") or ()
+            has_tool = any("tool" in s for s in steps)
+            if dims:
+                # coverage counts distinct t-tuples, so each distinct dimension set is kept once
+                facts["with_dims"].setdefault(repr(sorted(dims.items(), key=lambda kv: str(kv[0]))), {"scenario_dimensions": dims})
+            if (dims or {}).get("tool_condition") not in (None, "success", "unspecified") and has_tool:
+                facts["faulted_cells"] += 1
+                facts["faulted_with_fault"] += bool(r.get("faults"))
+            if r.get("tier"):
+                facts["tiers"][r.get("tier")] += 1
+            facts["user_turns"] += sum(1 for s in steps if "user" in s) + 1
+            facts["prompts"].add(r.get("prompt"))
+            if r.get("scenario_id"):
+                facts["scenario_ids"].add(r.get("scenario_id"))
+            if index == 0:
+                facts["agent_model"] = r.get("model_version")
+            facts["ended_on_question"] += r.get("ended_by") == "user_left"
+            facts["any_tool"] = facts["any_tool"] or has_tool
+            facts["system_prompt_shas"].add((r.get("lineage") or {}).get("system_prompt_sha"))
+        self._facts_cache = (len(self.rows), facts)
+        return facts
 
     def _report(self) -> dict:
         k = self.knobs
         rows = self.rows
-        with_dims = [r for r in rows if r.get("scenario_dimensions")]
-        coverage = self.grid.coverage_of(with_dims)
+        facts = self._facts()
+        coverage = self.grid.coverage_of(list(facts["with_dims"].values()))
         pairwise = {"pairs_planned": coverage.get("pairs_planned"), "pairs_covered": coverage.get("pairs_covered"), "fraction": coverage.get("fraction")}
-        faulted_cells = [r for r in rows if (r.get("scenario_dimensions") or {}).get("tool_condition") not in (None, "success", "unspecified")
-                         and any("tool" in s for s in r.get("steps") or ())]  # fmt: skip
-        fault_share = (sum(1 for r in faulted_cells if r.get("faults")) / len(faulted_cells)) if faulted_cells else None
-        tiers = Counter(r.get("tier") for r in rows if r.get("tier"))
+        n_faulted = facts["faulted_cells"]
+        fault_share = (facts["faulted_with_fault"] / n_faulted) if n_faulted else None
+        tiers = facts["tiers"]
         hard = sum(v for t, v in tiers.items() if t != "ordinary")
         tier_share = hard / sum(tiers.values()) if tiers else None
-        user_turns = [sum(1 for s in r.get("steps") or () if "user" in s) + 1 for r in rows]
+        user_turns = facts["user_turns"]
         lost_total = sum(self.lost_by.values())
         self.system_prompts = [{"sha": sha256_hex(self.system_prompt or "")[:16], "text": self.system_prompt or ""}]
-        agent_model = rows[0].get("model_version") if rows else None
+        agent_model = facts["agent_model"]
         self.metadata = {
             "agent_model": agent_model, "writer_model": self.writer_model,
             "user_model": (self.user_model if isinstance(self.user_model, str) else ("template" if self.agent_shape == "chat" else None)),
             "judge": self.grader_name, "seed": self.seed, "mode": self.mode, "toolkit_engine": "offline",
         }  # fmt: skip
-        ended_on_question = sum(1 for r in rows if r.get("ended_by") == "user_left")
+        ended_on_question = facts["ended_on_question"]
         self.search_record = json_safe({
             "arm_weights": self.arm_weights, "arm_start": dict(k.arm_weights) if k.arm_weights else dict(START_ARM_WEIGHTS),
             "arm_history": self.arm_history, "unique_signatures": len(self.signatures), "unique_cells": len(self.cells),
             "mutation_aims": dict(self.mutation_aims),
             "failure_criteria": {"pass_threshold": k.pass_threshold, "graded_failures_steer": self.mutate_graded, "tool_faults_steer": k.mutate_failures},
-            "groups": {**self.allocator.summary(), "reached_k": sum(1 for g in self.groups.values() if g.landed >= g.k),
+            "groups": {**self.allocator.summary(), "reached_k": self.retired_groups + sum(1 for g in self.groups.values() if g.landed >= g.k),
                        "below_k": sum(1 for g in self.groups.values() if 0 < g.landed < g.k)},
             "tier_mix": {"counts": dict(tiers), "hard_share_drawn": tier_share, "hard_share_requested": self.hard_share},
             "ended_on_question": {"n": ended_on_question, "share": ended_on_question / len(rows) if rows else None},
@@ -1435,10 +1569,10 @@ class _Engine:
         })  # fmt: skip
         delivered = {
             "rows": len(rows), "fault_share": fault_share, "tier_mix": tier_share,
-            "mean_user_turns": (sum(user_turns) / len(user_turns)) if user_turns else None,
+            "mean_user_turns": (user_turns / len(rows)) if len(rows) else None,
         }
         # delivery warnings: only for knobs the caller named (#476)
-        if self.fault_rate_named and fault_share is not None and len(faulted_cells) >= 10:
+        if self.fault_rate_named and fault_share is not None and n_faulted >= 10:
             if self.fault_rate == 0 and fault_share > 0.01:
                 self.warnings.append(f"fault_rate=0 but {fault_share:.0%} of faulted-cell rows saw an injected fault; check advanced['world'] fault plans.")
             elif fault_share < 0.7 * self.fault_rate:
@@ -1455,7 +1589,7 @@ class _Engine:
         if self.abandoned:
             self.degraded.append("rollouts_abandoned")
             self.warnings.append(f"{self.abandoned} rollouts were still running {k.stop_grace} s after the stop ({self.stopped_because}) and were abandoned; raise advanced['stop_grace'] to wait longer.")
-        if rows and not any(any("tool" in s for s in r.get("steps") or ()) for r in rows):
+        if rows and not facts["any_tool"]:
             self.degraded.append("no_tool_calls")
             self.warnings.append("no row contains a tool call; check that the agent receives tools= and can call them.")
         dead = [t for t, c in self.tool_calls.items() if c == 0]
@@ -1469,8 +1603,8 @@ class _Engine:
         if self.n_situations is not None and len(self.situations_opened) < self.n_situations and self.stopped_because == "budget":
             self.warnings.append(f"budget={self.budget} stopped the run after {len(self.situations_opened)} of situations={self.n_situations}; raise budget.")
         return json_safe({
-            "rows": len(rows), "unique_prompts": len({r.get("prompt") for r in rows}),
-            "unique_scenario_ids": len({r.get("scenario_id") for r in rows if r.get("scenario_id")}),
+            "rows": len(rows), "unique_prompts": len(facts["prompts"]),
+            "unique_scenario_ids": len(facts["scenario_ids"]),
             "unique_signatures": len(self.signatures), "unique_cells": len(self.cells),
             "budget": self.budget, "budget_per_run": self.cap, "stopped_because": self.stopped_because,
             "pairwise": pairwise, "coverage": {**coverage, "grid_situations": len(self.grid), "cells_run": len(self.cells)},
@@ -1493,9 +1627,36 @@ class _Engine:
             "rollouts_lost_by": {a: b for a, b in self.lost_by.items() if b}, "rollouts_rerolled": self.rerolled,
             "rollouts_abandoned": self.abandoned, "callback_errors": self.callback_errors,
             "tools": {t: {"calls": self.tool_calls[t], "successes": self.tool_ok[t]} for t in self.tool_calls}, "dead_tools": dead,
+            "output_durability": _OUTPUT_DURABILITY if self.writers else None,
             "offline_defaults": self.offline_defaults, "elapsed_s": round(time.perf_counter() - self.started, 3),
             "warnings": list(self.warnings), "degraded": list(self.degraded),
         })  # fmt: skip
+
+
+class _ExactSum:
+    """A running float sum with math.fsum's exactness (Shewchuk's partials, the algorithm
+    behind ``math.fsum``), O(number of partials) per add instead of a pass over every value."""
+
+    def __init__(self) -> None:
+        self.partials: list[float] = []
+        self.count = 0
+
+    def add(self, x: float) -> None:
+        i = 0
+        for y in self.partials:
+            if abs(x) < abs(y):
+                x, y = y, x
+            hi = x + y
+            lo = y - (hi - x)
+            if lo:
+                self.partials[i] = lo
+                i += 1
+            x = hi
+        self.partials[i:] = [x]
+        self.count += 1
+
+    def mean(self) -> float | None:
+        return math.fsum(self.partials) / self.count if self.count else None
 
 
 def _scrub(row: dict) -> dict:

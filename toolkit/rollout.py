@@ -26,9 +26,10 @@ decoded, and the step carries ``arguments_decoded: True``.
 
 Timeouts. With a ``timeout``, each agent call runs on a reusable daemon worker thread (one
 is started only when none is idle; no thread per call) and the rollout stops waiting after
-``timeout`` seconds; ``timeout=None`` calls the agent in the rollout's own thread. Python cannot kill a thread: an abandoned call keeps running in the
-background until it returns on its own (its result is then discarded). Model backends also pass
-the timeout to their SDK, so their requests do end.
+``timeout`` seconds; ``timeout=None`` calls the agent in the rollout's own thread, and so does
+``"auto"`` for a seeded policy (in-process, it cannot hang). Python cannot kill a thread: an
+abandoned call keeps running in the background until it returns on its own (its result is then
+discarded). Model backends also pass the timeout to their SDK, so their requests do end.
 
 Where we differ from the reference: a message-shaped callable never receives simulated-user
 turns; ``max_turns`` caps agent completions and a rollout cut there says ``turn_cap`` instead of
@@ -40,6 +41,7 @@ from __future__ import annotations
 import contextvars
 import json
 import math
+import os
 import queue
 import threading
 import time
@@ -106,6 +108,12 @@ class _CallWorkers:
     _IDLE_SECONDS = 30.0  # a worker idle this long exits; runs keep theirs busy far more often
 
     def __init__(self) -> None:
+        self._reset()
+        # A forked child (a process-pool executor) inherits the idle list but none of the
+        # threads behind it: handing a call to one of those inboxes would hang until timeout.
+        os.register_at_fork(after_in_child=self._reset)
+
+    def _reset(self) -> None:
         self._lock = threading.Lock()
         self._idle: list[queue.SimpleQueue] = []
 
@@ -227,7 +235,8 @@ def run_rollout(
         ``"tokens"`` also keeps the per-token list (``step["tokens"]``, row ``token_logprobs``).
     max_turns: cap on agent completions (``ended_by="turn_cap"`` when hit).
     timeout: seconds per agent completion. "auto": a model backend's own timeout plus 5 s
-        (so its error arrives first), else 300 s; None: no limit (the call runs in this thread).
+        (so its error arrives first), none for a seeded policy, else 300 s; None: no limit
+        (the call runs in this thread).
     sampling: how your own callable samples, recorded as given (a toolkit agent records its own).
     privileged: the teacher-only block (reference, hidden_state); kept on the in-memory row
         for the judge, scrubbed on every write.
@@ -243,6 +252,8 @@ def run_rollout(
     if isinstance(agent, str):
         agent = resolve_agent(agent)
     shape = agent_shape(agent)
+    if timeout == "auto" and isinstance(agent, SeededAgent):
+        timeout = None  # in-process policy: it cannot hang, so no worker hand-off per call
     if timeout == "auto":
         own = getattr(agent, "timeout", None)
         # A model backend times its own requests out; waiting a little longer lets its error

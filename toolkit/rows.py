@@ -43,6 +43,7 @@ import io
 import json
 import os
 import threading
+import time
 import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -761,6 +762,7 @@ def _encode(row: dict[str, Any]) -> bytes:
 
 
 _WRITER_MODES = {"a": "ab", "w": "wb", "x": "xb"}
+_FSYNC_POLICIES = ("row", "interval")
 
 
 class RowWriter:
@@ -781,11 +783,35 @@ class RowWriter:
     ``mode``: ``"a"`` append (default), ``"w"`` truncate, ``"x"`` fail if the file exists.
     Thread-safe: rows are prepared in the calling thread and appended under a lock. Use as a
     context manager, or call ``close()``.
+
+    ``fsync``: durability against an OS crash or power loss (a killed *process* never needs it:
+    the row is in the kernel once its single ``write(2)`` returns, and the kernel writes it out
+    whatever happens to the process).
+
+    * ``"row"`` (default, what issue 5 names): ``os.fsync`` before every ``write()`` returns;
+      a row ``write()`` returned for survives an OS crash too. Costs one disk flush per row
+      (measured 3-5 ms on this machine's disk, more than the rest of the row's cost).
+    * ``"interval"``: the row still reaches the kernel before ``write()`` returns (same
+      kill-safety, byte for byte), but ``os.fsync`` runs at most every ``fsync_interval``
+      seconds, at a ``write()`` that finds the last fsync older than that, and at
+      ``close()``. After an OS crash or power loss, the rows written since the last fsync may
+      be missing: those of at most the last ``fsync_interval`` seconds before the final
+      ``write()`` (if writing pauses without ``close()``, the kernel's own writeback, ~30 s on
+      Linux, covers the tail). ``tk.simulate(output=...)`` uses this with 1 s.
+
+    ``fsync_interval``: seconds, in (0, 60]; only used with ``fsync="interval"``.
     """
 
-    def __init__(self, path: str | os.PathLike[str], mode: str = "a") -> None:
+    def __init__(self, path: str | os.PathLike[str], mode: str = "a", *, fsync: str = "row", fsync_interval: float = 1.0) -> None:
         if mode not in _WRITER_MODES:
             raise ConfigError(unknown_name_message("RowWriter mode", mode, _WRITER_MODES))
+        if fsync not in _FSYNC_POLICIES:
+            raise ConfigError(unknown_name_message("RowWriter fsync", str(fsync), _FSYNC_POLICIES))
+        if isinstance(fsync_interval, bool) or not isinstance(fsync_interval, (int, float)) or not 0 < fsync_interval <= 60:
+            raise ConfigError(f"RowWriter fsync_interval must be seconds in (0, 60]; got {fsync_interval!r}")
+        self.fsync = fsync
+        self.fsync_interval = float(fsync_interval)
+        self._last_fsync = time.monotonic()
         self.path = Path(path)
         self.mode = mode
         self.count = 0
@@ -809,7 +835,13 @@ class RowWriter:
             if self._file is None:
                 raise RowError(f"RowWriter for {self.path} is closed; open a new one to write more rows")
             write_all(self._file.fileno(), data)
-            os.fsync(self._file.fileno())
+            if self.fsync == "row":
+                os.fsync(self._file.fileno())
+            else:
+                now = time.monotonic()
+                if now - self._last_fsync >= self.fsync_interval:
+                    os.fsync(self._file.fileno())
+                    self._last_fsync = now
             self.count += 1
         return clean
 
@@ -842,7 +874,7 @@ class RowWriter:
 
     def __repr__(self) -> str:
         state = "closed" if self.closed else "open"
-        return f"RowWriter({str(self.path)!r}, mode={self.mode!r}, count={self.count}, {state})"
+        return f"RowWriter({str(self.path)!r}, mode={self.mode!r}, fsync={self.fsync!r}, count={self.count}, {state})"
 
 
 def _sidecar_path(path: Path) -> Path:

@@ -127,7 +127,18 @@ def _is_id_token(token: str) -> bool:
 
 def find_ids(text: str) -> list[str]:
     """Id-looking tokens in ``text`` in order: letters with digits, or three or more digits."""
-    return [t for t in _ID_TOKEN.findall(text or "") if _is_id_token(t)]
+    found = _FOUND_IDS.get(text)
+    if found is None:
+        found = [t for t in _ID_TOKEN.findall(text or "") if _is_id_token(t)]
+        if len(_FOUND_IDS) >= _FOUND_IDS_CAP:  # bounded: a long run must not grow it forever
+            _FOUND_IDS.clear()
+        _FOUND_IDS[text] = found
+    return list(found)
+
+
+# Every turn re-reads the whole conversation, so the same texts are scanned again each turn.
+_FOUND_IDS: dict[str, list[str]] = {}
+_FOUND_IDS_CAP = 4096
 
 
 def _words(text: str) -> set[str]:
@@ -200,6 +211,9 @@ class _Context:
     privileged: Mapping[str, Any] | None = None
     reports: list[str] = field(default_factory=list)
     result_ids: list[str] = field(default_factory=list)  # ids tool results listed, newest first
+    # Pure functions of this context, computed once per turn instead of once per path of the
+    # choice tree (a turn enumerates ~11 paths: the policy's exact logprob sums them).
+    memo: dict = field(default_factory=dict, repr=False, compare=False)
 
 
 def _message_text(message: Mapping[str, Any]) -> str:
@@ -497,10 +511,33 @@ def _categorical(options: Sequence[tuple[Any, float]], temperature: float) -> li
         best = max(w for _, w in kept)
         first = next(label for label, w in kept if w == best)
         return [(first, 1.0, 0.0)]
-    logits = [math.log(w) / temperature for _, w in kept]
-    top = max(logits)
-    log_total = top + math.log(math.fsum(math.exp(v - top) for v in logits))
-    return [(label, math.exp(v - log_total), v - log_total) for (label, _), v in zip(kept, logits)]
+    weights = tuple(w for _, w in kept)
+    shares = _SHARES.get((weights, temperature))
+    if shares is None:
+        # The same few weight vectors recur at every choice of every path of every turn; the
+        # numbers depend on the weights and the temperature only, never on the labels.
+        logits = [math.log(w) / temperature for w in weights]
+        top = max(logits)
+        log_total = top + math.log(math.fsum(math.exp(v - top) for v in logits))
+        shares = [(math.exp(v - log_total), v - log_total) for v in logits]
+        if len(_SHARES) >= _SHARES_CAP:
+            _SHARES.clear()
+        _SHARES[(weights, temperature)] = shares
+    return [(label, p, lp) for (label, _), (p, lp) in zip(kept, shares)]
+
+
+_SHARES: dict[tuple, list[tuple[float, float]]] = {}
+_SHARES_CAP = 4096  # bounded; weight vectors come from a small fixed table, so it rarely fills
+
+
+def _pick(shares: Sequence[float], draw: float) -> int:
+    """The option a uniform ``draw`` selects: the first whose cumulative share exceeds it."""
+    cumulative = 0.0
+    for position, probability in enumerate(shares):
+        cumulative += probability
+        if draw < cumulative:
+            return position
+    return len(shares) - 1
 
 
 def _log_sum_exp(values: Sequence[float]) -> float:
@@ -516,6 +553,9 @@ class _Path:
 
     logprob: float = 0.0
     choices: list[tuple[str, Any, float]] = field(default_factory=list)
+    # each choice's probabilities in option order, so the sampled path can be read off the
+    # enumerated tree instead of running the program once more
+    shares: list[list[float]] = field(default_factory=list)
 
 
 class SeededAgent:
@@ -558,17 +598,28 @@ class SeededAgent:
 
     # -- the policy, written once as straight-line code over named choices ---------------
 
-    def _program(self, ctx: _Context, choose: Callable[[str, list[tuple[Any, float]]], Any]) -> dict:
-        function_tools = [t for t in self.tools if not t.is_human]
-        human_tools = [t for t in self.tools if t.is_human]
-        if ctx.last_role == "tool" and ctx.last_call is not None:
-            return self._report(ctx, choose)
+    def _tool_facts(self) -> tuple[list[ToolSpec], list[ToolSpec], list[list[str]]]:
+        """Function tools, human tools and each function tool's distinctive name words: fixed
+        for the agent's life, so computed once (the ToolSpec properties re-derive them)."""
+        facts = self.__dict__.get("_facts")
+        if facts is None:
+            function_tools = [t for t in self.tools if not t.is_human]
+            human_tools = [t for t in self.tools if t.is_human]
+            distinctive = [[w for w in tool.words if len(w) >= 3 and w not in _GENERIC_WORDS] for tool in function_tools]
+            facts = self.__dict__["_facts"] = (function_tools, human_tools, distinctive)
+        return facts
+
+    def _act_analysis(self, ctx: _Context) -> tuple[list[float], float, ToolSpec | None, list[str]]:
+        """Tool match scores, the best score, the likely tool and its missing parameters."""
+        hit = ctx.memo.get("act")
+        if hit is not None:
+            return hit
+        function_tools, _, distinctive_words = self._tool_facts()
         # An act turn: answer the newest user request.
         request = " ".join(ctx.user_texts)
         words = _words(request)
         scores = []
-        for tool in function_tools:
-            distinctive = [w for w in tool.words if len(w) >= 3 and w not in _GENERIC_WORDS]
+        for distinctive in distinctive_words:
             present = sum(1 for w in distinctive if w in words or w.rstrip("s") in words or w + "s" in words)
             # The share of the name the request names; among equal shares the tool with more
             # named words wins ("change my flight": change_flight 2/2 over search_flights 1/1).
@@ -580,6 +631,14 @@ class SeededAgent:
             likely = function_tools[0] if function_tools else None
         # Required parameters the conversation gives no value for: asking beats guessing.
         missing = [p for p in (likely.required if likely else ()) if not _has_context_value(likely, p, ctx)]
+        hit = ctx.memo["act"] = (scores, best, likely, missing)
+        return hit
+
+    def _program(self, ctx: _Context, choose: Callable[[str, list[tuple[Any, float]]], Any]) -> dict:
+        function_tools, human_tools, _ = self._tool_facts()
+        if ctx.last_role == "tool" and ctx.last_call is not None:
+            return self._report(ctx, choose)
+        scores, best, likely, missing = self._act_analysis(ctx)
         actions: list[tuple[Any, float]] = []
         if function_tools:
             actions.append(("call", _WEIGHTS["call"]))
@@ -612,7 +671,10 @@ class SeededAgent:
         anchors = {"tool": "call"}
         used: list[str] = []
         for param in tool.required:
-            options = _argument_options(tool, param, ctx, used)
+            memo_key = ("options", tool.name, param, tuple(used))
+            options = ctx.memo.get(memo_key)
+            if options is None:
+                options = ctx.memo[memo_key] = _argument_options(tool, param, ctx, used)
             value = choose(f"value:{param}", options) if len(options) > 1 else options[0][0]
             if param in tool.reference_parameters and isinstance(value, str):
                 used.append(value)
@@ -620,19 +682,26 @@ class SeededAgent:
             anchors[f"value:{param}"] = f"arg:{param}"
         return {"content": None, "calls": [(tool.name, arguments)], "seeded": [], "anchors": anchors}
 
+    def _report_facts(self, ctx: _Context) -> tuple[str, list[str], str | None]:
+        hit = ctx.memo.get("report")
+        if hit is None:
+            kind = _result_class(ctx.last_result)
+            applicable = [b for b in ("hedging", "sycophancy", "apology", "boilerplate") if b in self.behaviors]
+            if "ignore_fault" in self.behaviors and kind in _FAULTED:
+                applicable.append("ignore_fault")
+            reference = _reference_text(ctx.privileged)
+            if "leak" in self.behaviors and reference:
+                applicable.append("leak")
+            hit = ctx.memo["report"] = (kind, applicable, reference)
+        return hit
+
     def _report(self, ctx: _Context, choose: Callable[[str, list[tuple[Any, float]]], Any]) -> dict:
         tool_name, arguments = ctx.last_call
         result = ctx.last_result
-        kind = _result_class(result)
+        kind, applicable, reference = self._report_facts(ctx)
         if kind in _TRANSIENT and ctx.retries < _MAX_RETRIES:
             if choose("retry", [("retry", _WEIGHTS["retry"]), ("report", _WEIGHTS["report_after_transient"])]) == "retry":
                 return {"content": None, "calls": [(tool_name, dict(arguments))], "seeded": [], "anchors": {"retry": "call"}}
-        applicable = [b for b in ("hedging", "sycophancy", "apology", "boilerplate") if b in self.behaviors]
-        if "ignore_fault" in self.behaviors and kind in _FAULTED:
-            applicable.append("ignore_fault")
-        reference = _reference_text(ctx.privileged)
-        if "leak" in self.behaviors and reference:
-            applicable.append("leak")
         if not ctx.reports:
             # The first report of the conversation decides the rollout's conduct.
             mistakes: list[tuple[Any, float]] = [("none", 1.0 - self.rate)]
@@ -645,15 +714,17 @@ class SeededAgent:
             planted = _planted_in(ctx.reports[0])
             mistake = planted if planted in applicable else "none"
         variant = choose("variant", list(enumerate(_WEIGHTS["variant"])))
-        result_map = result if isinstance(result, Mapping) else {}
-        values = {
-            "tool": tool_name,
-            "summary": _summary(result),
-            "missing": ", ".join(str(m) for m in result_map.get("missing", []) or []) or "that record",
-            "reason": result_map.get("reason", "no reason given"),
-            "fields": ", ".join(str(f) for f in result_map.get("fields", []) or []) or "more details",
-            "as_of": result_map.get("as_of", "an earlier time"),
-        }
+        values = ctx.memo.get("report_values")
+        if values is None:
+            result_map = result if isinstance(result, Mapping) else {}
+            values = ctx.memo["report_values"] = {
+                "tool": tool_name,
+                "summary": _summary(result),
+                "missing": ", ".join(str(m) for m in result_map.get("missing", []) or []) or "that record",
+                "reason": result_map.get("reason", "no reason given"),
+                "fields": ", ".join(str(f) for f in result_map.get("fields", []) or []) or "more details",
+                "as_of": result_map.get("as_of", "an earlier time"),
+            }
         if mistake == "ignore_fault":
             text = _fill(_IGNORE_FAULT[variant], **values)
         else:
@@ -692,6 +763,7 @@ class SeededAgent:
                         pending.append(taken + (other,))
                 label, _, logprob = probabilities[index]
                 _path.choices.append((name, index, logprob))
+                _path.shares.append([p for _, p, _ in probabilities])
                 _path.logprob += logprob
                 return label
 
@@ -699,19 +771,29 @@ class SeededAgent:
             finished.append((path, output))
         return finished
 
+    def _sampled(self, ctx: _Context, rollout_index: int, paths: list[tuple[_Path, dict]]) -> tuple[_Path, dict]:
+        """The path :meth:`_sample_path` would take, found among the enumerated ``paths``:
+        at every choice the same draw picks the same index from the same probabilities, so the
+        result is identical (tested against _sample_path), without another program run."""
+        draws: dict[str, float] = {}
+        for path, output in paths:
+            for (name, index, _), shares in zip(path.choices, path.shares):
+                draw = draws.get(name)
+                if draw is None:
+                    draw = draws[name] = stable_uniform(self.seed, ctx.prompt, rollout_index, ctx.turn, name)
+                if _pick(shares, draw) != index:
+                    break
+            else:
+                return path, output
+        return self._sample_path(ctx, rollout_index)  # unreachable: every draw leads to one leaf
+
     def _sample_path(self, ctx: _Context, rollout_index: int) -> tuple[_Path, dict]:
         path = _Path()
 
         def choose(name: str, options: list[tuple[Any, float]]) -> Any:
             probabilities = _categorical(options, self.temperature)
             draw = stable_uniform(self.seed, ctx.prompt, rollout_index, ctx.turn, name)
-            cumulative = 0.0
-            index = len(probabilities) - 1
-            for position, (_, probability, _) in enumerate(probabilities):
-                cumulative += probability
-                if draw < cumulative:
-                    index = position
-                    break
+            index = _pick([p for _, p, _ in probabilities], draw)
             label, _, logprob = probabilities[index]
             path.choices.append((name, index, logprob))
             path.logprob += logprob
@@ -719,6 +801,17 @@ class SeededAgent:
 
         output = self._program(ctx, choose)
         return path, output
+
+    def _merge(self, paths: list[tuple[_Path, dict]]) -> dict[str, dict]:
+        merged: dict[str, dict] = {}
+        for path, output in paths:
+            key = self._key(output["content"], output["calls"])
+            entry = merged.setdefault(key, {"output": output, "logprobs": []})
+            entry["logprobs"].append(path.logprob)
+        for entry in merged.values():
+            entry["logprob"] = _log_sum_exp(entry["logprobs"])
+            entry["probability"] = math.exp(entry["logprob"])
+        return merged
 
     def _render(self, output: dict, ctx: _Context, rollout_index: int, path: _Path | None = None) -> dict:
         content = output["content"]
@@ -745,15 +838,7 @@ class SeededAgent:
         return canonical_json([content or None, [[name, arguments] for name, arguments in calls]])
 
     def _outcomes(self, ctx: _Context) -> dict[str, dict]:
-        merged: dict[str, dict] = {}
-        for path, output in self._paths(ctx):
-            key = self._key(output["content"], output["calls"])
-            entry = merged.setdefault(key, {"output": output, "logprobs": []})
-            entry["logprobs"].append(path.logprob)
-        for entry in merged.values():
-            entry["logprob"] = _log_sum_exp(entry["logprobs"])
-            entry["probability"] = math.exp(entry["logprob"])
-        return merged
+        return self._merge(self._paths(ctx))
 
     # -- public --------------------------------------------------------------------------
 
@@ -787,9 +872,10 @@ class SeededAgent:
         rollout_index = turn_context.rollout_index if turn_context else 0
         privileged = turn_context.privileged if turn_context else None
         ctx = _read_context(messages, privileged)
-        path, output = self._sample_path(ctx, rollout_index)
+        paths = self._paths(ctx)
+        path, output = self._sampled(ctx, rollout_index, paths)
         key = self._key(output["content"], output["calls"])
-        outcomes = self._outcomes(ctx)
+        outcomes = self._merge(paths)
         logprob = outcomes[key]["logprob"]
         message, tokens, anchor_of = self._render(output, ctx, rollout_index)
         # Per-token log-probabilities: each choice's share sits on the first token it decides.
