@@ -410,3 +410,76 @@ def test_scores_stay_exact_with_the_template_person_and_faults():
         recorded = [s["logprob"] for s in row["steps"] if "logprob" in s]
         assert recorded == pytest.approx(agent.score(row), abs=1e-9)
         assert all(math.isfinite(v) for v in reference.score(row))  # the reference policy can produce every turn
+
+
+@pytest.fixture(scope="module")
+def engine_rows():
+    # The engine path: template person, faults, situations, a privileged block given to the
+    # agent and scrubbed from the rows it returns and writes.
+    with open(tk.dataset_path("tools/airline_support.json")) as handle:
+        tools = json.load(handle)
+    with open(tk.dataset_path("tools/airline_support_policy.md")) as handle:
+        policy = handle.read()
+    agent = tk.seeded_agent(tools, seed=0)
+    data = tk.simulate(agent, tools=tools, system_prompt=policy, budget=48, logprobs=True, repeats=4, repeat_policy="fixed", progress=False, seed=0)
+    return tools, agent, list(data.rows)
+
+
+def test_a_policy_reproduces_the_logprob_of_its_own_simulated_rows(engine_rows):
+    tools, agent, rows = engine_rows
+    assert len(rows) >= 40
+    assert not any("privileged" in row for row in rows)  # scrubbed: scoring must not need it
+    # The leak mistake needs the teacher-only reference; the run must contain one for this
+    # test to cover the turn whose text depends on it.
+    assert any("leak" in row.get("seeded", []) for row in rows)
+    for row in rows:
+        total = agent.score_total(row)
+        assert math.isclose(total, row["logprob"], rel_tol=1e-9, abs_tol=1e-9), (row["rollout_index"], total, row["logprob"])
+
+
+def test_every_turn_of_a_simulated_row_scores_its_recorded_logprob(engine_rows):
+    tools, agent, rows = engine_rows
+    reference = tk.seeded_agent(tools, seed=0, rate=0.2, temperature=1.3)
+    for row in rows:
+        recorded = [step["logprob"] for step in row["steps"] if "logprob" in step]
+        scored = agent.score(row)
+        assert len(scored) == len(recorded)
+        for turn, (mine, theirs) in enumerate(zip(scored, recorded)):
+            assert math.isclose(mine, theirs, rel_tol=1e-9, abs_tol=1e-9), (row["rollout_index"], turn, mine, theirs)
+        # Same support (rate and temperature differ, no weight is zero): every turn is finite.
+        assert all(math.isfinite(value) for value in reference.score(row))
+    # A written-and-read row (JSONL) scores the same: nothing the score needs is lost on disk.
+    written = json.loads(json.dumps(rows[0]))
+    assert agent.score_total(written) == pytest.approx(rows[0]["logprob"], rel=1e-9, abs=1e-9)
+
+
+def test_a_written_row_keeps_what_the_leak_depends_on_and_nothing_more():
+    # Independent arithmetic: with a reference the first report's mistake is one of 5
+    # applicable kinds (4 without), so a hedged report has P = rate/5, not rate/4; the leak
+    # quotes the reference itself.
+    privileged = {"reference": "expected conduct: refuse the refund", "hidden_state": {"world_state": "duplicate"}}
+    agent = tk.seeded_agent(TOOLS, seed=3, behaviors=["hedging", "sycophancy", "apology", "boilerplate", "leak"])
+    rows = [tk.run_rollout(agent, PROMPT, world=_world(), user=False, rollout_index=i, logprobs=True, privileged=privileged, timeout=None) for i in range(80)]
+    written = [json.loads(json.dumps(tk.scrub(row))) for row in rows]
+    for row in written:
+        assert "privileged" not in row
+        if "leak" not in row.get("seeded", []):
+            assert "refuse the refund" not in json.dumps(row)  # only the digest is written
+    kinds = Counter(kind for row in rows for kind in row.get("seeded", []))
+    assert kinds["leak"] and kinds["hedging"]
+    for row, on_disk in zip(rows, written):
+        assert agent.score(on_disk) == pytest.approx(agent.score(row), abs=1e-12)
+        assert agent.score_total(on_disk) == pytest.approx(row["logprob"], abs=1e-9)
+    hedged = next(row for row in written if row.get("seeded") == ["hedging"])
+    first_report = next(i for i, step in enumerate(hedged["steps"]) if "text" in step and "logprob" in step and step["text"].startswith("I believe"))
+    with_digest = agent.score(hedged)
+    del hedged["steps"][first_report]["conditioning"]
+    without = agent.score(hedged)
+    changed = [b - a for a, b in zip(with_digest, without) if a != b]
+    assert changed == [pytest.approx(math.log(5 / 4), abs=1e-12)]
+    leaked = next(row for row in written if row.get("seeded") == ["leak"])
+    turn = next(i for i, step in enumerate(leaked["steps"]) if "For reference, the expected answer is:" in step.get("text", "") and "logprob" in step)
+    assert math.isfinite(agent.score_total(leaked))
+    # Quoting any other reference is a text this policy could not have written here.
+    leaked["steps"][turn]["text"] = leaked["steps"][turn]["text"].replace("refuse the refund", "grant the refund")
+    assert agent.score_total(leaked) == -math.inf

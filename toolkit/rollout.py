@@ -239,7 +239,9 @@ def run_rollout(
         (the call runs in this thread).
     sampling: how your own callable samples, recorded as given (a toolkit agent records its own).
     privileged: the teacher-only block (reference, hidden_state); kept on the in-memory row
-        for the judge, scrubbed on every write.
+        for the judge, scrubbed on every write. A reply's ``conditioning`` dict (a seeded
+        policy's digest of that block) is copied onto the turn's first step and is written,
+        so a written row can still be re-scored exactly.
     on_lost: "return" the lost row or "raise" :class:`LostRollout`.
     """
     reference_ids: tuple[str, ...] = ()
@@ -374,6 +376,12 @@ class _Run:
         else:
             self.turn_logprobs.append(None)
             self.turn_tokens.append(None)
+        conditioning = reply.get("conditioning")
+        if isinstance(conditioning, Mapping) and conditioning:
+            # What the turn was drawn from beyond the messages (a seeded policy's digest of the
+            # teacher-only reference): kept on the written row, where ``privileged`` is
+            # scrubbed, so the policy can re-score its own turn exactly.
+            first_step["conditioning"] = dict(conditioning)
         if isinstance(reply.get("sampling"), Mapping):
             self.reply_sampling = dict(reply["sampling"])
         if isinstance(reply.get("model"), str):

@@ -39,6 +39,16 @@ What we add, and where we differ
   draw the kind uniformly among the applicable ones, so the probability of each is known. If
   the first report has no applicable kind (``behaviors`` restricted to ignore_fault after a
   success), the rollout stays honest.
+* **Scoring written rows.** The teacher-only ``privileged`` block is context too: whether a
+  reference exists changes how many mistakes are applicable (log 5/4 or 6/5 on the first
+  report), and the leak quotes it. Rows are scrubbed of it on every write (``tk.simulate``'s
+  ``rows``, ``output=``), so each turn that had a reference also returns
+  ``conditioning = {"reference_sha256": sha256(reference text)}``, which run_rollout keeps on
+  the turn's first step. :meth:`SeededAgent.score` on a row without ``privileged`` reads it
+  back: the reference exists, and a leak's quoted text counts as that reference only when its
+  digest matches (so another reference quoted scores ``-inf``, as with the block itself).
+  The digest reveals only equality with a guessed reference; the engine's reference is built
+  from the row's own ``scenario_dimensions``, so nothing hidden is exposed there.
 * Tool choice: the reference picks the first tool whose name words all occur in the message,
   else the first tool. We score each tool by the share of its distinctive name words (three or
   more letters, generic verbs like ``get``/``list`` ignored) that occur in the user's words, and
@@ -70,7 +80,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolkit._errors import ConfigError, unknown_name_message
-from toolkit._hashing import canonical_json, stable_hash, stable_uniform
+from toolkit._hashing import canonical_json, sha256_hex, stable_hash, stable_uniform
 from toolkit._results import Result
 from toolkit.agents._protocol import current_turn
 from toolkit._ids import conform_place, dates_in, fits_shape, parameter_shapes, places_in, spoken
@@ -462,7 +472,8 @@ _SYCOPHANCY = "Great question, and you're absolutely right to ask! "
 _APOLOGY = "I'm so sorry for any inconvenience this has caused. "
 _BOILERPLATE_HEAD = "As an AI assistant, I am happy to help. "
 _BOILERPLATE_TAIL = " Let me know if there is anything else I can help you with!"
-_LEAK = " For reference, the expected answer is: {reference}."
+_LEAK_MARK = " For reference, the expected answer is: "
+_LEAK = _LEAK_MARK + "{reference}."
 
 
 _IGNORE_FAULT_MARKS = ("completed successfully.", "everything went through fine.", "completed without any problem.")
@@ -470,7 +481,7 @@ _IGNORE_FAULT_MARKS = ("completed successfully.", "everything went through fine.
 
 def _planted_in(text: str) -> str:
     """Which planted mistake an earlier report of this policy carries ("none" if honest)."""
-    if " For reference, the expected answer is: " in text:
+    if _LEAK_MARK in text:
         return "leak"
     for kind, mark in (("boilerplate", _BOILERPLATE_HEAD), ("sycophancy", _SYCOPHANCY), ("apology", _APOLOGY), ("hedging", _HEDGE)):
         if text.startswith(mark):
@@ -493,6 +504,35 @@ def _reference_text(privileged: Mapping[str, Any] | None) -> str | None:
             value = privileged[key]
             parts.append(value if isinstance(value, str) else canonical_json(value))
     return "; ".join(parts) if parts else None
+
+
+def _conditioning(privileged: Mapping[str, Any] | None) -> dict | None:
+    """What a turn drew from beyond its messages, in a form that survives scrubbing."""
+    reference = _reference_text(privileged)
+    return None if reference is None else {"reference_sha256": sha256_hex(reference)}
+
+
+def _privileged_from_conditioning(message: Mapping[str, Any]) -> Mapping[str, Any] | None:
+    """The privileged context of a scrubbed turn, as far as this turn can depend on it.
+
+    Only the reference text matters (``_reference_text``): its existence, and its words when
+    the turn quotes it. A quoted text whose digest matches is that reference; otherwise the
+    reference is a stand-in no text of this policy contains (a NUL byte and the digest), so
+    every non-leak output keeps its probability and a leak quoting anything else scores -inf.
+    """
+    conditioning = message.get("conditioning")
+    digest = conditioning.get("reference_sha256") if isinstance(conditioning, Mapping) else None
+    if not isinstance(digest, str):
+        return None
+    text = _message_text(message)
+    if text.endswith("."):
+        start = text.find(_LEAK_MARK)
+        while start >= 0:
+            quoted = text[start + len(_LEAK_MARK) : -1]
+            if sha256_hex(quoted) == digest:
+                return {"reference": quoted}
+            start = text.find(_LEAK_MARK, start + 1)
+    return {"reference": "\x00unquoted reference " + digest}
 
 
 # ------------------------------------------------------------------------------- policy
@@ -886,6 +926,9 @@ class SeededAgent:
         # Several paths can print one output; rescale so the tokens sum to the output's logprob.
         if token_logprobs:
             token_logprobs[0] += logprob - path.logprob
+        conditioning = _conditioning(privileged)
+        if conditioning is not None:
+            message["conditioning"] = conditioning
         message.update(
             {
                 "logprob": logprob,
@@ -913,6 +956,10 @@ class SeededAgent:
         Accepts a row (``prompt`` + ``steps``) or an OpenAI-style message list. A turn this
         policy cannot produce scores ``-inf``. Paths printing the same output are summed, so the
         number is the exact log-probability of what the row shows.
+
+        ``privileged`` (else the row's own) is the teacher-only block the turns were drawn with;
+        a scrubbed row has none, and each assistant turn's ``conditioning`` digest stands in for
+        it (see the module docstring), so written rows score exactly too.
         """
         if isinstance(row_or_messages, Mapping):
             messages = messages_for_scoring(row_or_messages)
@@ -924,7 +971,8 @@ class SeededAgent:
         for position, message in enumerate(messages):
             if message.get("role") != "assistant":
                 continue
-            ctx = _read_context(messages[:position], privileged)
+            turn_privileged = privileged if privileged is not None else _privileged_from_conditioning(message)
+            ctx = _read_context(messages[:position], turn_privileged)
             calls = [
                 (c.get("function", c).get("name"), _parse_arguments(c.get("function", c).get("arguments")))
                 for c in (message.get("tool_calls") or [])
@@ -1075,7 +1123,8 @@ def messages_for_scoring(row: Mapping[str, Any]) -> list[dict]:
     """Rebuild the user / assistant / tool message sequence of a row from its steps.
 
     Steps after the first of one assistant message carry ``turn_continued: True`` (set by
-    run_rollout); they join the previous assistant message. ``messages`` on the row is used
+    run_rollout); they join the previous assistant message. A first step's ``conditioning``
+    rides on its assistant message (what :meth:`SeededAgent.score` reads on scrubbed rows). ``messages`` on the row is used
     when the row has no steps.
     """
     steps = row.get("steps")
@@ -1099,14 +1148,20 @@ def messages_for_scoring(row: Mapping[str, Any]) -> list[dict]:
                 messages[-1]["tool_calls"].append(call)
             else:
                 flush()
-                messages.append({"role": "assistant", "content": step.get("text"), "tool_calls": [call]})
+                messages.append(_with_conditioning({"role": "assistant", "content": step.get("text"), "tool_calls": [call]}, step))
             result = step.get("result")
             pending_results.append({"role": "tool", "tool_call_id": call_id, "content": result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)})
         elif "text" in step:
             flush()
-            messages.append({"role": "assistant", "content": step["text"]})
+            messages.append(_with_conditioning({"role": "assistant", "content": step["text"]}, step))
     flush()
     return messages
+
+
+def _with_conditioning(message: dict, step: Mapping[str, Any]) -> dict:
+    if isinstance(step.get("conditioning"), Mapping):
+        message["conditioning"] = dict(step["conditioning"])
+    return message
 
 
 def seeded_agent(tools: Any, rate: float = 0.35, seed: int = 0, behaviors: Sequence[str] | None = None, temperature: float = 1.0) -> SeededAgent:
