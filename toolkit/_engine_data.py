@@ -208,8 +208,8 @@ class SimulationData:
             f"situations {r.get('n_situations')}, unique prompts {r.get('unique_prompts')}, behaviour signatures "
             f"{r.get('unique_signatures')}, pairwise coverage {pairwise.get('pairs_covered')}/{pairwise.get('pairs_planned')} "
             f"({pairwise.get('fraction')})",
-            f"lost rollouts {r.get('rollouts_lost')} {r.get('rollouts_lost_by') or ''}, re-rolled {r.get('rollouts_rerolled')}, "
-            f"fault share {((r.get('delivered') or {}).get('fault_share'))} (fault_rate {r.get('fault_rate')})",
+            f"lost rollouts {r.get('rollouts_lost')}{_lost_by_text(r.get('rollouts_lost_by'))}, re-rolled {r.get('rollouts_rerolled')}, "
+            f"fault share {_share_text((r.get('delivered') or {}).get('fault_share'))} (fault_rate {r.get('fault_rate')})",
         ]
         offline = r.get("offline_defaults")
         if offline:
@@ -296,6 +296,21 @@ class SimulationData:
         )
 
 
+def _lost_by_text(lost_by: Any) -> str:
+    """The losses by reason for the summary line, e.g. `` (agent_error 2, empty_reply 1)``;
+    empty when nothing was lost."""
+    if not isinstance(lost_by, Mapping) or not lost_by:
+        return ""
+    return " (" + ", ".join(f"{reason} {count}" for reason, count in sorted(lost_by.items())) + ")"
+
+
+def _share_text(share: Any) -> str:
+    """A share as a whole percent (the summary is read, not computed with); None says why."""
+    if share is None:
+        return "n/a (no tool call met a faulted situation)"
+    return f"{float(share):.0%}"
+
+
 def load(path: Any) -> SimulationData:
     """A saved or streamed run back as :class:`SimulationData`: the rows JSONL plus, when
     present, the ``.meta.json`` sidecar's report. ``trajectories`` are the rows (privileged
@@ -309,6 +324,14 @@ def load(path: Any) -> SimulationData:
     meta = rows.meta or {}
     sim = meta.get("simulation") or {}
     report = sim.get("report") or {}
+    knobs = None
+    if isinstance(report.get("knobs"), Mapping):
+        from toolkit.knobs import RunKnobs
+
+        try:
+            knobs = RunKnobs.from_advanced(report["knobs"])
+        except (ConfigError, ValueError, TypeError):  # a sidecar from another version: keep the dict in report()
+            knobs = None
     return SimulationData(
         list(rows),
         None,
@@ -319,6 +342,7 @@ def load(path: Any) -> SimulationData:
         stopped_because=sim.get("stopped_because"),
         metadata=sim.get("metadata"),
         system_prompts=sim.get("system_prompts"),
+        knobs=knobs,
         seed=int(report.get("seed") or 0),
     )
 

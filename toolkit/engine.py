@@ -45,6 +45,16 @@ Defaults that differ from the reference (and why):
 * Delivered fault share is measured against the world's ledger (injected faults), over rows
   whose situation asked for a fault and whose agent called a tool (a rollout that calls no
   tool never meets one), and warned about only when the caller named ``fault_rate``.
+* A named ``avg_turns`` warns when conversations average under half of it (thread length =
+  2 x user turns); the reference compared user turns with half of avg_turns, which is the most
+  the person may speak, so it fired on nearly every run.
+* ``until="saturation"`` stops when every planned grid cell has ``copies_needed`` rows (one
+  row under unique situations, which never give a cell a second), after
+  ``saturation_flat_batches`` flat batches (fresh share under ``saturation_fresh_share``), or
+  when pairwise coverage of the planned grid gains no pair for ``saturation_flat_batches``
+  batches in a row. The reference's flat-batch rule alone never fired offline: behaviour
+  signatures stay fresh (30-50% of an sft batch after 3,000 rows) and a unique-situation run
+  gives no cell the 5 copies its copy rule asks for.
 * A model writer (``simulator="<spec>"``) is not implemented: offline runs use the template
   writer and say so; a callable ``simulator(situation, n, seed) -> list[str]`` is accepted.
 """
@@ -566,6 +576,11 @@ class _Engine:
         self.arm_history: list[dict] = []
         self.batch: list[dict] = []
         self.flat_batches = 0
+        # until="saturation": distinct situation dimensions seen and the pairwise coverage after
+        # each batch (coverage_of over ~2,300 distinct cells costs ~3 ms, so once per batch is cheap)
+        self.saturation_dims: dict[str, dict] = {}
+        self.coverage_flat_batches = 0
+        self.last_pairs_covered = -1
         self.round = 0
         self.order = 0
         self.writer_seed = self.seed
@@ -606,7 +621,11 @@ class _Engine:
                     break
         except KeyboardInterrupt:
             self.stopped_because = "interrupted"
-            self._drain(cancel=True)
+            try:
+                self._drain(cancel=True)
+            except KeyboardInterrupt:  # a second Ctrl-C: stop waiting for running rollouts
+                self.abandoned += len(self.in_flight)
+                self.in_flight.clear()
         finally:
             if own_pool is not None:
                 own_pool.shutdown(wait=False, cancel_futures=True)
@@ -821,9 +840,11 @@ class _Engine:
             return "time_budget"
         if self.until == "saturation" and self.rows and self.replay_groups is None:
             planned = [s.id for s in self.grid]
-            if all(self.cells[sid] >= k.copies_needed for sid in planned):
+            # unique situations give a cell one row by design, so one row per planned cell is full
+            needed = 1 if self.unique else k.copies_needed
+            if all(self.cells[sid] >= needed for sid in planned):
                 return "saturation"
-            if self.flat_batches >= k.saturation_flat_batches:
+            if self.flat_batches >= k.saturation_flat_batches or self.coverage_flat_batches >= k.saturation_flat_batches:
                 return "saturation"
         return None
 
@@ -1341,6 +1362,8 @@ class _Engine:
                 result = step.get("result")
                 if isinstance(result, Mapping) and result.get("status") in ("ok", "created", "deleted", "answered"):
                     self.tool_ok[step["tool"]] += 1
+        if self.until == "saturation" and dims:
+            self.saturation_dims.setdefault(repr(sorted(dims.items(), key=lambda kv: str(kv[0]))), {"scenario_dimensions": dims})
         if g.landed == 0:
             self.seen.remember(self._embed([g.prompt]))
         g.landed += 1
@@ -1368,6 +1391,14 @@ class _Engine:
             self.arm_weights = dict(update.weights)
             entry = {"batch": len(self.arm_history), "rows": len(self.batch), "yields": yields, "weights": dict(update.weights), "moved_because": update.moved_because}
         entry["fresh_share"] = round(fresh, 6)
+        if self.until == "saturation":
+            # the seed: "saturation" also stops when coverage plateaus -- no new planned pair in
+            # saturation_flat_batches batches in a row (behaviour signatures alone never go flat
+            # offline: 30-50% of an sft batch's rows still carry a new one after 3,000 rows)
+            pairs = self.grid.coverage_of(list(self.saturation_dims.values())).get("pairs_covered") or 0
+            self.coverage_flat_batches = self.coverage_flat_batches + 1 if pairs == self.last_pairs_covered else 0
+            self.last_pairs_covered = pairs
+            entry["pairs_covered"] = pairs
         self.arm_history.append(entry)
         self.batch = []
 
@@ -1572,11 +1603,27 @@ class _Engine:
             "mean_user_turns": (user_turns / len(rows)) if len(rows) else None,
         }
         # delivery warnings: only for knobs the caller named (#476)
-        if self.fault_rate_named and fault_share is not None and n_faulted >= 10:
+        if self.fault_rate_named and self.execute is not None:
+            self.warnings.append(f"fault_rate={self.fault_rate} has no effect with execute=: your world answers every tool call, so difficulty is its job; drop fault_rate or execute.")
+        elif self.fault_rate_named and fault_share is not None and n_faulted >= 10:
             if self.fault_rate == 0 and fault_share > 0.01:
                 self.warnings.append(f"fault_rate=0 but {fault_share:.0%} of faulted-cell rows saw an injected fault; check advanced['world'] fault plans.")
             elif fault_share < 0.7 * self.fault_rate:
                 self.warnings.append(f"fault_rate={self.fault_rate} delivered only {fault_share:.0%} faulted rows among rows whose situation asked for a fault; raise fault_rate or budget.")
+        mean_user_turns = delivered["mean_user_turns"]
+        # A named avg_turns the conversations fall far short of (#299: depth stuck at ~1.5
+        # whatever avg_turns said). The reference compares mean user turns with 0.5 x avg_turns,
+        # i.e. with the most the person may speak, so it fires unless every thread runs to the
+        # cap; we compare the thread length (each user turn gets a reply: 2 x user turns) with
+        # avg_turns and warn under half. Only when a person was simulated (chat agents), over
+        # at least followup_starved_min rows so a handful of rows does not decide it.
+        if ("avg_turns" in self.advanced_named and self.agent_shape == "chat" and mean_user_turns is not None
+                and len(rows) >= k.followup_starved_min and 2 * mean_user_turns < 0.5 * self.avg_turns):
+            self.warnings.append(
+                f"avg_turns={self.avg_turns} asked for {self.avg_turns}-turn conversations; they averaged {2 * mean_user_turns:.1f} turns "
+                f"({mean_user_turns:.1f} user turns): the agent ends them early or the person walks away; set advanced['patience']='endless' "
+                "or check that the agent asks follow-up questions."
+            )
         if "hard_share" in self.named and tier_share is not None and len(rows) >= k.tier_mix_min_rows and tier_share < self.hard_share - k.tier_mix_tolerance:
             self.warnings.append(f"hard_share={self.hard_share} delivered {tier_share:.2f} hard-tier rows; raise budget or per_round so the tier mixer has room.")
         if lost_total:
