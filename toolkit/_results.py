@@ -66,3 +66,15 @@ class Result:
             f"<div><p><b>{type(self).__name__}</b>: {title}</p>"
             f"<table>{''.join(rows)}</table></div>"
         )
+
+
+class RowsResult(Result):
+    """A result that keeps graded rows in memory (``rows``, with ``privileged`` for the
+    judge): ``to_dict`` scrubs them, so a serialised report never carries the answer key."""
+
+    def to_dict(self) -> dict[str, Any]:
+        from toolkit.rows import scrub
+
+        out = super().to_dict()
+        out["rows"] = [scrub(row) for row in out["rows"]]
+        return out

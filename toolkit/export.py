@@ -58,7 +58,7 @@ from toolkit._coerce import as_row_list
 from toolkit._errors import ToolkitError, unknown_name_message
 from toolkit._hashing import canonical_json, stable_uniform
 from toolkit._keys import binary_reward, numeric_reward, task_key
-from toolkit._results import Result
+from toolkit._results import Result, RowsResult
 
 __all__ = [
     "ExportError",
@@ -1378,7 +1378,7 @@ def reward_model_set(
 
 
 @dataclass(frozen=True)
-class PublishGateReport(Result):
+class PublishGateReport(RowsResult):
     ok: bool
     rl_shaped: bool
     refusals: list
@@ -1393,15 +1393,6 @@ class PublishGateReport(Result):
     hack_scan: Any
     judge_trust: Any
     rows: list = field(repr=False, default_factory=list)
-
-    def to_dict(self) -> dict:
-        """JSON-safe, with ``rows`` scrubbed: the in-memory rows keep ``privileged`` for the
-        judge, a serialised report must not."""
-        from toolkit.rows import scrub
-
-        out = super().to_dict()
-        out["rows"] = [scrub(row) for row in out["rows"]]
-        return out
 
     def __str__(self) -> str:
         verdict = "ok" if self.ok else "refused: " + ", ".join(self.refusals)

@@ -48,7 +48,7 @@ from toolkit._coerce import as_row_list
 from toolkit._errors import ToolkitError, did_you_mean, unknown_name_message
 from toolkit._hashing import canonical_json, sha256_hex, stable_hash
 from toolkit._keys import binary_reward, numeric_reward, task_key
-from toolkit._results import Result
+from toolkit._results import Result, RowsResult
 
 __all__ = [
     "JudgeError",
@@ -211,7 +211,7 @@ def _parse_judge_json(content: Any) -> dict[str, Any]:
 
 
 @dataclass(frozen=True)
-class GradeReport(Result):
+class GradeReport(RowsResult):
     """Graded copies of the rows and how the judging went."""
 
     rows: list = field(repr=False)  # never printed in full: the in-memory rows keep privileged
@@ -222,15 +222,6 @@ class GradeReport(Result):
     self_judged: bool
     warnings: list
     trust: Any = None
-
-    def to_dict(self) -> dict:
-        """JSON-safe, with ``rows`` scrubbed: the in-memory rows keep ``privileged`` for the
-        judge, a serialised report must not."""
-        from toolkit.rows import scrub
-
-        out = super().to_dict()
-        out["rows"] = [scrub(row) for row in out["rows"]]
-        return out
 
     def __str__(self) -> str:
         counts = ", ".join(f"{k} {v}" for k, v in self.status_counts.items() if v)

@@ -38,7 +38,7 @@ from typing import Any
 from toolkit._coerce import as_row_list
 from toolkit._errors import ToolkitError, did_you_mean, unknown_name_message
 from toolkit._keys import binary_reward, task_key
-from toolkit._results import Result
+from toolkit._results import Result, RowsResult
 
 __all__ = [
     "LogprobReport",
@@ -292,7 +292,7 @@ def mean_kl(rows: Any, ref: Any = "ref_logprob") -> MeanKL:
 
 
 @dataclass(frozen=True)
-class CalibrationReport(Result):
+class CalibrationReport(RowsResult):
     rows: list = field(repr=False)  # never printed in full: the in-memory rows keep privileged
     n_stamped: int
     n_carried: int
@@ -300,15 +300,6 @@ class CalibrationReport(Result):
     per_task: dict
     pass_at: Any
     note: str | None = None
-
-    def to_dict(self) -> dict:
-        """JSON-safe, with ``rows`` scrubbed: the in-memory rows keep ``privileged`` for the
-        judge, a serialised report must not."""
-        from toolkit.rows import scrub
-
-        out = super().to_dict()
-        out["rows"] = [scrub(row) for row in out["rows"]]
-        return out
 
     def __str__(self) -> str:
         return f"calibration stamped on {self.n_stamped} rows over {len(self.per_task)} tasks ({self.n_carried} carried)"
@@ -484,7 +475,7 @@ def staleness_report(rows: Any, *, base_model: str | None = None) -> StalenessRe
 
 
 @dataclass(frozen=True)
-class ReferenceLogprobs(Result):
+class ReferenceLogprobs(RowsResult):
     rows: list = field(repr=False)  # never printed in full: the in-memory rows keep privileged
     reference: str
     n_scored: int
@@ -492,15 +483,6 @@ class ReferenceLogprobs(Result):
     failures: dict
     field: str
     note: str | None = None
-
-    def to_dict(self) -> dict:
-        """JSON-safe, with ``rows`` scrubbed: the in-memory rows keep ``privileged`` for the
-        judge, a serialised report must not."""
-        from toolkit.rows import scrub
-
-        out = super().to_dict()
-        out["rows"] = [scrub(row) for row in out["rows"]]
-        return out
 
     def __str__(self) -> str:
         return f"{self.field} from {self.reference} on {self.n_scored} rows ({self.n_failed} failed)"
