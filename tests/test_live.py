@@ -398,3 +398,152 @@ def test_displaying_a_dashboard_shows_its_widget_tree(offline):
     assert dashboard.image in children and dashboard.status in children and dashboard.table in children
     assert dashboard.image.value[:8] == PNG_MAGIC  # an empty frame before any run
     assert "idle" in dashboard.status.value and "Dashboard idle" in repr(dashboard)
+
+
+# ---------------------------------------------------------------------------------------
+# A model spec as agent and reference: the backend's logprobs and reference_logprobs,
+# offline against the local OpenAI-protocol server (tests/_chat_server.py)
+# ---------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def chat_server():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from _chat_server import ChatServer
+
+    with ChatServer() as running:
+        yield running
+
+
+def _model_dashboard(agent, reference, **kwargs):
+    settings = dict(tools=tk.dataset_path("tools/airline_support.json"), reference=reference, budget=6, repeats=2,
+                    logprobs=True, concurrency=2, refresh_seconds=0.05, max_duty=1.0)
+    settings.update(kwargs)
+    return tk.Dashboard(agent, **settings)
+
+
+def _prompt_logprob_calls(server, model):
+    return [body for path, body in server.requests
+            if path.endswith("/chat/completions") and body.get("model") == model and body.get("prompt_logprobs") is not None]
+
+
+@pytest.mark.parametrize("form", ["vllm spec", "bare url"])
+def test_dashboard_with_a_model_spec_draws_kl_from_the_backend(chat_server, form):
+    """Agent and reference are served models: the agent's rows carry the backend's
+    logprobs, the reference scores them with prompt logprobs. The server gives every token
+    the same logprob under every model (token_logprob), so the exact KL is 0 on every row;
+    a scoring path that misaligned turns or tokens would move it away from 0."""
+    from _chat_server import token_logprob, tokenize
+
+    url = chat_server.url
+    if form == "vllm spec":
+        agent, reference, reference_model = f"vllm:echo@{url}", f"vllm:chatty@{url}", "chatty"
+    else:
+        agent, reference, reference_model = url, url, "echo"  # a bare URL serves the first listed model
+    before = len(_prompt_logprob_calls(chat_server, reference_model))
+    dashboard = _model_dashboard(agent, reference)
+    dashboard.run()
+    assert dashboard.wait(120)
+    assert dashboard.error is None, dashboard.error
+    rows = dashboard.rows
+    assert len(rows) == 6 and all(r.get("logprob") is not None and r.get("n_tokens") for r in rows)
+    # the row's logprob is the server's: the sum of token_logprob over each reply's tokens
+    for row in rows:
+        replies = [s.get("text") or "" for s in row["steps"] if s.get("logprob") is not None]
+        assert row["logprob"] == pytest.approx(math.fsum(token_logprob(t) for text in replies for t in tokenize(text)))
+    last = dashboard.progress.points[-1]
+    assert last.n_kl_rows == 6 and last.mean_kl == pytest.approx(0.0, abs=1e-9)
+    assert last.n_kl_tokens == sum(r["n_tokens"] for r in rows)
+    assert len(_prompt_logprob_calls(chat_server, reference_model)) - before >= 6  # one per assistant turn
+    assert "KL 0.0000/token over 6 rows" in dashboard.status.value
+    # the paper figure rescored every row through the same path
+    figure = dashboard.figure(checkpoints=3)
+    assert isinstance(figure, Figure)
+
+
+def test_tracker_with_a_bare_url_reference_is_not_read_as_a_field(chat_server):
+    rows = [tk.run_rollout(tk.model_agent(f"vllm:echo@{chat_server.url}"), f"hello {i}", rollout_index=i,
+                           logprobs=True) for i in range(3)]
+    tracker = ProgressTracker(reference=chat_server.url)
+    tracker.extend(rows)
+    point = tracker.point()
+    assert point.n_kl_rows == 3 and point.mean_kl == pytest.approx(0.0, abs=1e-9), point.note
+
+
+def test_misspelled_model_spec_reference_names_the_nearest_prefix():
+    with pytest.raises(tk.ConfigError, match="vllm"):
+        ProgressTracker(reference="vlm:echo@http://127.0.0.1:9/v1")
+    with pytest.raises(tk.ConfigError, match="http://"):
+        ProgressTracker(reference="localhost:8000/v1")
+    with pytest.raises(tk.ConfigError, match="vllm"):  # at construction, not when Run is pressed
+        tk.Dashboard(reference="vlm:echo@http://127.0.0.1:9/v1")
+
+
+def test_a_reference_field_no_row_carries_is_named_in_the_note():
+    rows = _rows(n_tasks=3, k=2)
+    point = run_progress(rows, reference="ref_lopgrob", checkpoints=1).points[-1]
+    assert point.mean_kl is None
+    assert "6 rows with logprobs have no reference log-probability" in point.note
+    assert "'ref_lopgrob'" in point.note
+
+
+def test_an_unreachable_model_reference_is_reported_not_raised():
+    rows = _rows(n_tasks=3, k=2)
+    for row in rows:
+        row.pop("ref_logprob")
+        row["steps"] = [{"text": "answer", "logprob": row["logprob"], "n_tokens": row["n_tokens"]}]
+    # port 9 (discard) on loopback: nothing listens, the connection is refused at once
+    point = run_progress(rows, reference="vllm:echo@http://127.0.0.1:9/v1", checkpoints=1).points[-1]
+    assert point.mean_kl is None
+    assert "reference scoring failed" in point.note
+
+
+def test_status_and_table_follow_rows_between_frames():
+    """Frames are CPU-capped (max_duty); the status line and the latest-rows table must not
+    wait for them: they refresh from the row callback up to 4 times a second."""
+
+    def agent(messages, tools):  # a chat-shaped agent that takes 0.1 s per reply
+        time.sleep(0.1)
+        return {"role": "assistant", "content": "ok"}
+
+    dashboard = tk.Dashboard(agent, budget=30, concurrency=2, max_duty=0.001)
+    changes = {"status": [], "table": []}
+    dashboard.status.observe(lambda change: changes["status"].append(time.monotonic()), names="value")
+    dashboard.table.observe(lambda change: changes["table"].append(time.monotonic()), names="value")
+    dashboard.run()
+    assert dashboard.wait(120)
+    assert dashboard.error is None, dashboard.error
+    assert len(dashboard.rows) == 30
+    seconds = dashboard._ended_at - dashboard._started_at  # noqa: SLF001
+    assert seconds >= 30 * 0.1 / 2
+    frames = dashboard._renderer.frames  # noqa: SLF001
+    assert frames <= 2 + int(seconds // 3)  # the first frame, one per 3 s ceiling, the final one
+    # 4 refreshes a second while rows land: at least half that rate counted here (a loaded
+    # box delays the row callback), and well above the frame count
+    assert len(changes["table"]) >= max(4, int(seconds * 2)) > frames
+    assert len(changes["status"]) >= max(4, int(seconds * 2))
+
+
+@pytest.mark.parametrize("keyword, value, message", [
+    ("mode", "explor", "did you mean 'explore'"),
+    ("fault_rate", 2.0, r"fault_rate = 2.0 must be in \[0, 1\]"),  # a slider would clamp it to 1.0
+    ("hard_share", -0.1, "hard_share"),
+    ("budget", 0, "budget = 0 must be an integer >= 1"),
+    ("budget", "ten", "budget = 'ten' must be an integer"),
+    ("repeats", 2.5, "repeats"),
+    ("logprobs", "yes", "logprobs"),
+])
+def test_bad_starting_values_are_refused_not_clamped(keyword, value, message):
+    with pytest.raises(tk.ConfigError, match=message):
+        tk.Dashboard(**{keyword: value})
+
+
+def test_bad_starting_patience_gets_the_engines_message():
+    with pytest.raises(tk.KnobError) as engine_error:
+        tk.RunKnobs.validate("patience", "slow")
+    with pytest.raises(tk.KnobError) as dashboard_error:
+        tk.Dashboard(patience="slow")
+    assert str(dashboard_error.value) == str(engine_error.value)

@@ -19,10 +19,15 @@ NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
 def test_notebook_committed_without_outputs(path):
     notebook = nbformat.read(path, as_version=4)
+    # saved widget views (the dashboard's PNG frames among them) are outputs too
+    assert "widgets" not in notebook.metadata, f"{path.name} has saved widget state in its metadata"
     for index, cell in enumerate(notebook.cells):
         if cell.cell_type == "code":
             assert not cell.get("outputs"), f"{path.name} cell {index} has saved outputs"
             assert cell.get("execution_count") is None, f"{path.name} cell {index} has an execution count"
+            # JupyterLab's "record timing" and nbclient store run times in cell metadata
+            assert "execution" not in cell.metadata and "ExecuteTime" not in cell.metadata, (
+                f"{path.name} cell {index} has saved execution timing")
 
 
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.name for p in NOTEBOOKS])
@@ -39,7 +44,9 @@ def test_notebook_runs_headless(path, tmp_path, monkeypatch):
     started = time.perf_counter()
     client.execute()
     elapsed = time.perf_counter() - started
-    assert elapsed < 90, f"{path.name} took {elapsed:.0f} s; notebooks must stay small under TOOLKIT_SMALL=1"
+    # the issue's limit (each notebook under 60 s headless); measured 4-12 s each on a loaded
+    # 2-core box, so the limit leaves 5x headroom for a slower machine
+    assert elapsed < 60, f"{path.name} took {elapsed:.0f} s; notebooks must stay small under TOOLKIT_SMALL=1"
     images = [
         output
         for cell in notebook.cells

@@ -14,8 +14,11 @@ one :class:`ProgressPoint` from every row so far. The statistics are the toolkit
 
 The reference log-probability of a row comes from ``reference``: an object with
 ``score_total(row)`` (a seeded policy, :func:`toolkit.seeded_agent`), a callable
-``row -> float``, a model spec string (scored through :func:`toolkit.reference_logprobs`),
-or the name of a field the rows already carry (``"ref_logprob"``).
+``row -> float``, a model spec string (any form :func:`toolkit.parse_model_spec` accepts,
+a bare ``http(s)://`` server URL included; scored through :func:`toolkit.reference_logprobs`
+with one backend built on first use), or the name of a field the rows already carry
+(``"ref_logprob"``). A string with ':' that is not a valid spec is refused with the
+parser's did-you-mean message rather than read as a field name no row carries.
 """
 
 from __future__ import annotations
@@ -44,7 +47,6 @@ FINAL_RESAMPLES = 10_000
 # The k-way numbers need groups of at least 2 rollouts; pass_at's own default floor (4)
 # is for reported numbers, the live view shows pass@2 and pass@3 too, labelled with k.
 LIVE_MIN_K = 2
-_SPEC_PREFIXES = ("openai:", "anthropic:", "vllm:", "ollama:")
 
 
 @dataclass(frozen=True)
@@ -128,14 +130,8 @@ def _reference_scorer(reference: Any) -> Callable[[list[dict]], list[float | Non
         field_name = "ref_logprob"
         return lambda rows: [_number(r.get(field_name)) for r in rows]
     if isinstance(reference, str):
-        if reference.startswith(_SPEC_PREFIXES):
-            def score_with_model(rows: list[dict]) -> list[float | None]:
-                from toolkit.logprobs import reference_logprobs
-
-                scored = reference_logprobs(rows, reference)
-                return [_number(r.get("ref_logprob")) for r in scored.rows]
-
-            return score_with_model
+        if _is_model_spec(reference):
+            return _model_scorer(reference)
         return lambda rows: [_number(r.get(reference)) for r in rows]
     if hasattr(reference, "score_total"):
         return lambda rows: [_number(reference.score_total(r)) for r in rows]
@@ -145,6 +141,55 @@ def _reference_scorer(reference: Any) -> Callable[[list[dict]], list[float | Non
         "reference must be a policy with score_total(row) (tk.seeded_agent), a callable "
         f"row -> logprob, a model spec string, or a row field name; got {type(reference).__name__}"
     )
+
+
+def _is_model_spec(reference: str) -> bool:
+    """Whether a reference string is a model spec (``"vllm:<model>@<url>"``, a bare
+    ``http(s)://`` server URL, ...) rather than the name of a row field.
+
+    The backends' own parser decides, so a spec form added there is recognised here too.
+    A row field name never holds ':' ; a string that does but does not parse is a
+    misspelled spec, refused with the parser's did-you-mean message instead of being read
+    as a field no row carries (which would silently draw no KL).
+    """
+    from toolkit.agents import parse_model_spec
+
+    if ":" not in reference:
+        return False
+    parse_model_spec(reference)  # raises ConfigError naming the nearest prefix
+    return True
+
+
+def _model_scorer(spec: str) -> Callable[[list[dict]], list[float | None]]:
+    """Score rows under a model spec with :func:`toolkit.reference_logprobs`.
+
+    The backend is built once, on the first chunk (the renderer thread), not per chunk: a
+    bare URL asks the server for its model list when the backend is made.
+    """
+    backend: list = []
+
+    def score_with_model(rows: list[dict]) -> list[float | None]:
+        from toolkit.agents import model_agent
+        from toolkit.logprobs import reference_logprobs
+
+        if not backend:
+            backend.append(model_agent(spec))
+        scored = reference_logprobs(rows, backend[0])
+        statuses = [r.get("ref_status") for r in scored.rows]
+        if scored.n_scored == 0 and "error" in statuses and set(statuses) <= {"error", "skipped"}:
+            # every row of the chunk failed: the reference is down or misconfigured;
+            # raised so the tracker stops scoring and names the error in the point's note
+            first = next(r.get("ref_error") for r in scored.rows if r.get("ref_status") == "error")
+            raise RuntimeError(f"reference {spec!r}: {first}")
+        values = []
+        for row in scored.rows:
+            if row.get("ref_status") == "unscorable":
+                values.append(-math.inf)  # probability 0 under the reference: counted as impossible
+            else:
+                values.append(_number(row.get("ref_logprob")))
+        return values
+
+    return score_with_model
 
 
 def _number(value: Any) -> float | None:
@@ -218,6 +263,7 @@ class ProgressTracker:
         self._kl_rows = 0
         self._kl_unscorable = 0
         self._kl_impossible = 0
+        self._kl_no_reference = 0  # rows with logprobs the reference gave no number for
         self._kl_errors: list[str] = []
         self._kl_backlog: list[tuple[float, int, dict, float, int]] = []  # a heap
         self._sequence = 0
@@ -279,6 +325,7 @@ class ProgressTracker:
             for (row, logprob, n_tokens), ref in zip(chunk, references):
                 if ref is None:
                     self._kl_unscorable += 1
+                    self._kl_no_reference += 1
                     continue
                 if ref == -math.inf:
                     # the reference gives the row probability 0: KL(pi || ref) is infinite
@@ -351,6 +398,15 @@ class ProgressTracker:
         if self._kl_impossible:
             notes.append(f"{self._kl_impossible} rows have probability 0 under the reference "
                           "(KL infinite there); KL is over the other rows")
+        if self._kl_no_reference:
+            if self.reference is None:
+                where = "row field 'ref_logprob'"
+            elif isinstance(self.reference, str) and ":" not in self.reference:
+                where = f"row field {self.reference!r}"
+            else:
+                where = "the reference"
+            notes.append(f"{self._kl_no_reference} rows with logprobs have no reference log-probability "
+                         f"({where} gave none); KL is over the other rows")
         tasks = list(self._kl_by_task.values())
         if not tasks:
             return dict(mean_kl=None, mean_kl_low=None, mean_kl_high=None, n_kl_rows=0, n_kl_tokens=0,

@@ -15,7 +15,8 @@ frames more than ``max_wait_seconds`` apart (3 s: on an overloaded machine, a pl
 stops moving reads as a hung run, so there the frame rate wins over the duty cap). The
 defaults come from ``benchmarks/bench_live.py`` (1,000 offline rows, 2 cores): at an 8%
 duty the dashboard cost +20% CPU (GIL hand-offs add to the renderer's own share), at 5%
-+15%, at 3% +5-6%, inside the project's 10%. Reference scoring for KL gets a quarter of a
++15%, at 3% +5-6% (re-measured in the issue-8 audit: +8.7% process CPU, 1,000 rows,
+load 3.8), inside the project's 10%. Reference scoring for KL gets a quarter of a
 drawing's CPU time per frame (a seeded random sample of the rows when it cannot keep
 up) and at most ``final_score_seconds`` more on the final frame; ``dashboard.figure()``
 scores every row. Pass ``max_duty=1.0`` to the Dashboard for a frame every

@@ -85,7 +85,9 @@ def coverage_curves(*curves, title: str | None = None, log_x: bool = False):
     for index, curve in enumerate(curves):
         color = CYCLE[index % len(CYCLE)]
         x = np.asarray(curve.n_rows)
-        ax.plot(x, curve.fraction, color=color, label=curve.label, linewidth=1.6,
+        # a random design's band rests on its number of draws: say it, as every figure says its n
+        label = curve.label if curve.repeats is None else f"{curve.label} (n={curve.repeats} draws)"
+        ax.plot(x, curve.fraction, color=color, label=label, linewidth=1.6,
                 drawstyle="steps-post" if curve.repeats is None else "default")
         if curve.low is not None and curve.high is not None:
             interval_band(ax, x, curve.low, curve.high, color)
@@ -98,7 +100,7 @@ def coverage_curves(*curves, title: str | None = None, log_x: bool = False):
     strength = curves[0].strength
     ax.set_xlabel("rows run")
     ax.set_ylabel(f"share of {strength}-way tuples covered")
-    ax.set_title(title or f"chance to trigger a random {strength}-factor bug")
+    ax.set_title(title or f"chance to trigger a random {strength}-factor bug ({curves[0].planned} tuples)")
     ax.legend(loc="lower right")
     return figure
 
@@ -124,7 +126,7 @@ def design_sizes(table: Sequence[Mapping[str, Any]], *, label_key: str = "config
         for bar, value in zip(bars, values):
             if value is not None:
                 ax.annotate(_short(value), (bar.get_x() + bar.get_width() / 2, bar.get_height()),
-                            ha="center", va="bottom", fontsize=6)
+                            ha="center", va="bottom", fontsize=7)
     ax.set_yscale("log")
     ax.set_xticks(x, [str(row[label_key]) for row in table])
     ax.set_ylabel("rows (log scale)")

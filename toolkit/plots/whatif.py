@@ -34,7 +34,7 @@ def whatif_figure(verdict, width: float = 5.5, height: float | None = None):
         if cohort.median_delta is not None:
             if cohort.ci_computable:
                 ax.errorbar([cohort.median_delta], [row], xerr=[[cohort.median_delta - cohort.ci_low], [cohort.ci_high - cohort.median_delta]],
-                            fmt="none", ecolor=PALETTE["black"], elinewidth=1.6, capsize=4, zorder=4)
+                            fmt="none", color=PALETTE["black"], ecolor=PALETTE["black"], elinewidth=1.6, capsize=4, zorder=4)
             ax.scatter([cohort.median_delta], [row], marker="D", s=36, color=PALETTE["black"], zorder=5,
                        label=f"median ({cohort.ci_level:.0%} CI)" if row == 0 else None)
     ax.set_yticks(range(len(cohorts)))
