@@ -483,3 +483,58 @@ def test_a_written_row_keeps_what_the_leak_depends_on_and_nothing_more():
     # Quoting any other reference is a text this policy could not have written here.
     leaked["steps"][turn]["text"] = leaked["steps"][turn]["text"].replace("refuse the refund", "grant the refund")
     assert agent.score_total(leaked) == -math.inf
+
+
+# Fields only the exact (enumerating) sampler fills in; everything else must match byte for byte.
+_LOGPROB_ROW_FIELDS = ("logprob", "n_tokens", "token_logprobs")
+_LOGPROB_STEP_FIELDS = ("logprob", "n_tokens", "tokens")
+
+
+def _without_logprobs_and_clocks(row):
+    kept = {k: v for k, v in row.items() if k not in _LOGPROB_ROW_FIELDS and k not in ("timing",)}
+    kept["steps"] = [{k: v for k, v in step.items() if k not in _LOGPROB_STEP_FIELDS} for step in row["steps"]]
+    return json.dumps(kept, sort_keys=True, ensure_ascii=False)
+
+
+@pytest.mark.parametrize("seed", [0, 3])
+@pytest.mark.parametrize("fault_rate", [0.0, 0.5, 1.0])
+def test_direct_sampler_without_logprobs_writes_the_same_rows_as_the_enumerating_one(seed, fault_rate):
+    # logprobs off: one walk through the choices; on: the whole tree enumerated and the sample
+    # read off it. Same seeded draws, so the rows must be identical apart from the fields that
+    # only the exact sampler fills in (and the wall clock).
+    tools = tk.dataset_path("tools/airline_support.json")
+    agent = tk.seeded_agent(tools, seed=seed, rate=0.6)
+    prompts = [
+        "Please change my flight BK-7731 to Tuesday, and refund the old one.",
+        "Can you look up flights from Boston to Denver on 2026-02-03?",
+        "I need to cancel something.",
+        "What's the weather like?",
+    ]
+    compared = 0
+    for prompt in prompts:
+        for rollout_index in range(5):
+            for user in (None, False):
+                rows = [
+                    tk.run_rollout(agent, prompt, tools=tools, user=user, rollout_index=rollout_index, seed=seed,
+                                   fault_rate=fault_rate, logprobs=logprobs, timeout=None)  # fmt: skip
+                    for logprobs in (False, True, "tokens")
+                ]
+                assert "logprob" not in rows[0] and "logprob" in rows[1] and "token_logprobs" in rows[2]
+                assert not any("logprob" in step or "tokens" in step for step in rows[0]["steps"])
+                assert _without_logprobs_and_clocks(rows[0]) == _without_logprobs_and_clocks(rows[1]) == _without_logprobs_and_clocks(rows[2])
+                compared += 1
+    assert compared == 40
+
+
+def test_simulate_with_and_without_logprobs_gives_the_same_rows():
+    # Whole engine runs (situations, scheduled faults, the template person, privileged
+    # references and leaks): logprobs on vs off, row for row.
+    tools = tk.dataset_path("tools/airline_support.json")
+    runs = {}
+    for logprobs in (False, True):
+        data = tk.simulate(tk.seeded_agent(tools, seed=2), tools=tools, budget=40, seed=5, logprobs=logprobs, progress=False)
+        runs[logprobs] = sorted(data.rows, key=lambda row: (row["prompt"], row["rollout_index"]))
+    assert len(runs[False]) == len(runs[True]) == 40
+    assert any(row["faults"] for row in runs[False])  # the comparison covers faulted worlds
+    for off, on in zip(runs[False], runs[True]):
+        assert _without_logprobs_and_clocks(off) == _without_logprobs_and_clocks(on)

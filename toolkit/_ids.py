@@ -7,10 +7,12 @@ both speak the id dialect the tool documents ("codes look like QXR482", "e.g. SW
 from __future__ import annotations
 
 import functools
+import hashlib
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from toolkit._hashing import canonical_json
 from toolkit.tools import ToolSpec
 
 # 1-4 capitals, an optional separator, 3-6 digits ("ABC123", "FL-2041", "ORD_5521"), and
@@ -170,3 +172,25 @@ def conform_place(place: str, schema: Mapping[str, Any]) -> str:
         letters = re.sub(r"[^A-Za-z]", "", place)
         return letters[:3].upper() if letters else place
     return place
+
+
+def uniform_stream(*prefix: Any) -> Callable[[Any], float]:
+    """``label -> stable_uniform(*prefix, label)``, bit for bit, at a fraction of the cost.
+
+    The writer, the world and the seeded policy draw dozens of uniforms that share a long
+    prefix (seed, situation or prompt text, turn); ``stable_uniform`` serialises and hashes
+    the whole list every time. The canonical JSON of a list is ``"[" + items joined by "," +
+    "]"``, so the prefix's serialisation and its sha256 state are computed once and each
+    draw only appends ``,<label>]`` (tested equal to ``stable_uniform`` in tests/test_writer.py).
+    Measured: 2.7 us -> 1.5 us per draw with a 110-character prompt in the prefix. It belongs beside
+    ``stable_uniform`` in ``toolkit._hashing``; it lives here until that module's owner moves it.
+    """
+    head = canonical_json(list(prefix))
+    start = hashlib.sha256((head[:-1] + ("," if prefix else "")).encode("utf-8"))
+
+    def draw(label: Any) -> float:
+        state = start.copy()
+        state.update((canonical_json(label) + "]").encode("utf-8"))
+        return (int.from_bytes(state.digest()[:8], "big") >> 11) / float(1 << 53)
+
+    return draw

@@ -41,8 +41,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolkit._errors import ConfigError, ToolkitError
-from toolkit._hashing import stable_uniform
-from toolkit._ids import draw_id, id_shapes, parameter_shapes, spoken
+from toolkit._ids import draw_id, id_shapes, parameter_shapes, spoken, uniform_stream
 from toolkit._results import Result
 from toolkit.sandbox import tool_verb
 from toolkit.situations import Situation
@@ -392,8 +391,7 @@ def _as_situation(situation: Any) -> Situation:
 def _one(situation: Situation, specs: dict[str, ToolSpec], seed: int, variant: int) -> Prompt:
     dims = situation.dimensions
 
-    def draw(label: str) -> float:
-        return stable_uniform("writer", seed, situation.id, variant, label)
+    draw = uniform_stream("writer", seed, situation.id, variant)  # = stable_uniform("writer", ..., label)
 
     def choose(options: Sequence[str], label: str) -> str:
         return options[int(draw(label) * len(options))]

@@ -21,7 +21,11 @@ What we add, and where we differ
   :meth:`SeededAgent.score` gives the same number for a turn some other agent produced, which
   makes a second seeded agent (another ``rate`` or ``temperature``) a reference policy, and
   :func:`exact_kl` the exact KL between two of them (one turn, or a whole rollout against a
-  deterministic world), against which a sampled estimator can be checked.
+  deterministic world), against which a sampled estimator can be checked. When the caller
+  records no log-probabilities (``run_rollout``/``simulate`` with ``logprobs`` off, read from
+  the turn context) the turn is sampled by one walk through the choices with the same seeded
+  draws instead: the same output (tested row for row against the enumerating sampler), without
+  ``logprob``/``tokens`` on the reply; enumeration was ~57% of an offline row's CPU.
 * **Tokens.** A "token" is a whitespace word of the turn's text, plus, per tool call, one token
   for the tool name and one per argument. ``n_tokens`` counts them; with ``logprobs="tokens"``
   each choice's log-probability sits on the first token it decides (the other tokens are then
@@ -80,10 +84,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolkit._errors import ConfigError, unknown_name_message
-from toolkit._hashing import canonical_json, sha256_hex, stable_hash, stable_uniform
+from toolkit._hashing import canonical_json, sha256_hex, stable_hash
 from toolkit._results import Result
 from toolkit.agents._protocol import current_turn
-from toolkit._ids import conform_place, dates_in, fits_shape, parameter_shapes, places_in, spoken
+from toolkit._ids import conform_place, dates_in, fits_shape, parameter_shapes, places_in, spoken, uniform_stream
 from toolkit.tools import REFERENCE_PARAMETER_PATTERN, ToolSpec, normalize_tools
 
 __all__ = ["SeededAgent", "seeded_agent", "TurnOutcome", "ExactKL", "exact_kl", "SEEDED_BEHAVIORS"]
@@ -252,7 +256,7 @@ def _read_context(messages: Sequence[Mapping[str, Any]], privileged: Mapping[str
     last_call = None
     last_result: Any = None
     last_role = "user"
-    calls_since_user: list[tuple[str, dict]] = []
+    calls_since_user: list[tuple[str, str]] = []  # (tool, canonical JSON of its arguments)
     reports: list[str] = []
     result_ids: list[str] = []
     previous_role = None
@@ -276,9 +280,12 @@ def _read_context(messages: Sequence[Mapping[str, Any]], privileged: Mapping[str
                     function = call.get("function", call)
                     name = function.get("name", "")
                     arguments = _parse_arguments(function.get("arguments"))
-                    if (name, canonical_json(arguments)) in [(n, canonical_json(a)) for n, a in calls_since_user]:
+                    # Each call's canonical form is computed once (it was recomputed for every
+                    # earlier call at every later call: quadratic in the conversation).
+                    signature = (name, canonical_json(arguments))
+                    if signature in calls_since_user:
                         retries += 1
-                    calls_since_user.append((name, arguments))
+                    calls_since_user.append(signature)
                     last_call = (name, arguments)
             elif previous_role == "tool":
                 reports.append(_message_text(message))
@@ -286,11 +293,11 @@ def _read_context(messages: Sequence[Mapping[str, Any]], privileged: Mapping[str
                 asks += 1
         elif role == "tool":
             content = message.get("content")
-            try:
-                last_result = json.loads(content) if isinstance(content, str) else content
-            except json.JSONDecodeError:
-                last_result = content
-            result_ids[:0] = _ids_in_result(last_result)
+            if isinstance(content, str):
+                last_result, found = _tool_content(content)
+            else:
+                last_result, found = content, _ids_in_result(content)
+            result_ids[:0] = found
             if isinstance(last_result, Mapping) and "answer" in last_result and last_result.get("status") == "answered":
                 # A human tool's answer is the person speaking: its ids count as theirs, and
                 # the next turn acts on it rather than reporting on it.
@@ -319,6 +326,26 @@ def _read_context(messages: Sequence[Mapping[str, Any]], privileged: Mapping[str
         reports=reports,
         result_ids=list(dict.fromkeys(result_ids)),
     )
+
+
+def _tool_content(content: str) -> tuple[Any, list[str]]:
+    """A tool message's decoded result and the ids it lists, cached by its text: every turn
+    re-reads the whole conversation, so each result was decoded and walked once per later
+    turn (~6% of the rollout thread's profiled time). The decoded value is only read, never changed."""
+    hit = _TOOL_CONTENT.get(content)
+    if hit is None:
+        try:
+            result = json.loads(content)
+        except json.JSONDecodeError:
+            result = content
+        hit = (result, _ids_in_result(result))
+        if len(_TOOL_CONTENT) >= _FOUND_IDS_CAP:  # bounded, like _FOUND_IDS
+            _TOOL_CONTENT.clear()
+        _TOOL_CONTENT[content] = hit
+    return hit[0], list(hit[1])
+
+
+_TOOL_CONTENT: dict[str, tuple[Any, list[str]]] = {}
 
 
 def _ids_in_result(result: Any) -> list[str]:
@@ -508,8 +535,34 @@ def _reference_text(privileged: Mapping[str, Any] | None) -> str | None:
 
 def _conditioning(privileged: Mapping[str, Any] | None) -> dict | None:
     """What a turn drew from beyond its messages, in a form that survives scrubbing."""
+    conditioning = _reference_facts(privileged)[1]
+    return None if conditioning is None else dict(conditioning)
+
+
+def _reference_facts(privileged: Mapping[str, Any] | None) -> tuple[str | None, dict | None]:
+    """``(reference text, conditioning)`` of a privileged block, cached per block.
+
+    One rollout passes the same block to every turn, and its canonical JSON and digest were
+    recomputed twice per turn (~8% of the rollout thread's profiled time). The cache entry holds the block
+    itself (so its id is not reused) and a copy of the two fields the text depends on, so a
+    block changed in place is recomputed.
+    """
+    if not privileged:
+        return None, None
+    parts = (privileged.get("reference"), privileged.get("hidden_state"))
+    hit = _REFERENCES.get(id(privileged))
+    if hit is not None and hit[0] is privileged and hit[1] == parts:
+        return hit[2], hit[3]
     reference = _reference_text(privileged)
-    return None if reference is None else {"reference_sha256": sha256_hex(reference)}
+    conditioning = None if reference is None else {"reference_sha256": sha256_hex(reference)}
+    if len(_REFERENCES) >= _REFERENCES_CAP:
+        _REFERENCES.clear()
+    _REFERENCES[id(privileged)] = (privileged, copy.deepcopy(parts), reference, conditioning)
+    return reference, conditioning
+
+
+_REFERENCES: dict[int, tuple] = {}
+_REFERENCES_CAP = 1024  # one entry per live rollout's block; bounded for long runs
 
 
 def _privileged_from_conditioning(message: Mapping[str, Any]) -> Mapping[str, Any] | None:
@@ -716,7 +769,7 @@ class SeededAgent:
             if options is None:
                 options = ctx.memo[memo_key] = _argument_options(tool, param, ctx, used)
             value = choose(f"value:{param}", options) if len(options) > 1 else options[0][0]
-            if param in tool.reference_parameters and isinstance(value, str):
+            if param in _reference_parameters(tool) and isinstance(value, str):
                 used.append(value)
             arguments[param] = value
             anchors[f"value:{param}"] = f"arg:{param}"
@@ -729,7 +782,7 @@ class SeededAgent:
             applicable = [b for b in ("hedging", "sycophancy", "apology", "boilerplate") if b in self.behaviors]
             if "ignore_fault" in self.behaviors and kind in _FAULTED:
                 applicable.append("ignore_fault")
-            reference = _reference_text(ctx.privileged)
+            reference = _reference_facts(ctx.privileged)[0]
             if "leak" in self.behaviors and reference:
                 applicable.append("leak")
             hit = ctx.memo["report"] = (kind, applicable, reference)
@@ -816,11 +869,12 @@ class SeededAgent:
         at every choice the same draw picks the same index from the same probabilities, so the
         result is identical (tested against _sample_path), without another program run."""
         draws: dict[str, float] = {}
+        uniform = uniform_stream(self.seed, ctx.prompt, rollout_index, ctx.turn)
         for path, output in paths:
             for (name, index, _), shares in zip(path.choices, path.shares):
                 draw = draws.get(name)
                 if draw is None:
-                    draw = draws[name] = stable_uniform(self.seed, ctx.prompt, rollout_index, ctx.turn, name)
+                    draw = draws[name] = uniform(name)
                 if _pick(shares, draw) != index:
                     break
             else:
@@ -829,10 +883,11 @@ class SeededAgent:
 
     def _sample_path(self, ctx: _Context, rollout_index: int) -> tuple[_Path, dict]:
         path = _Path()
+        uniform = uniform_stream(self.seed, ctx.prompt, rollout_index, ctx.turn)  # = stable_uniform(..., name)
 
         def choose(name: str, options: list[tuple[Any, float]]) -> Any:
             probabilities = _categorical(options, self.temperature)
-            draw = stable_uniform(self.seed, ctx.prompt, rollout_index, ctx.turn, name)
+            draw = uniform(name)
             index = _pick([p for _, p, _ in probabilities], draw)
             label, _, logprob = probabilities[index]
             path.choices.append((name, index, logprob))
@@ -912,6 +967,15 @@ class SeededAgent:
         rollout_index = turn_context.rollout_index if turn_context else 0
         privileged = turn_context.privileged if turn_context else None
         ctx = _read_context(messages, privileged)
+        if turn_context is not None and not turn_context.logprobs:
+            # The caller records no log-probabilities (run_rollout / simulate with logprobs
+            # off): one walk through the choices with the same seeded draws picks the same
+            # output as reading the sample off the enumerated tree (tested on whole rollouts),
+            # without enumerating every path to sum the output's marginal probability. That
+            # enumeration was ~57% of an offline row's CPU time (4.4 ms per row, issue 5).
+            path, output = self._sample_path(ctx, rollout_index)
+            message, tokens, _ = self._render(output, ctx, rollout_index)
+            return self._finish(message, output, privileged, n_tokens=len(tokens))
         paths = self._paths(ctx)
         path, output = self._sampled(ctx, rollout_index, paths)
         key = self._key(output["content"], output["calls"])
@@ -926,14 +990,18 @@ class SeededAgent:
         # Several paths can print one output; rescale so the tokens sum to the output's logprob.
         if token_logprobs:
             token_logprobs[0] += logprob - path.logprob
+        message["logprob"] = logprob
+        message["tokens"] = [{"token": t, "logprob": lp} for t, lp in zip(tokens, token_logprobs)]
+        return self._finish(message, output, privileged, n_tokens=len(tokens))
+
+    def _finish(self, message: dict, output: dict, privileged: Mapping[str, Any] | None, *, n_tokens: int) -> dict:
+        """The reply's fields shared by both samplers (``logprob``/``tokens`` only when exact)."""
         conditioning = _conditioning(privileged)
         if conditioning is not None:
             message["conditioning"] = conditioning
         message.update(
             {
-                "logprob": logprob,
-                "n_tokens": len(tokens),
-                "tokens": [{"token": t, "logprob": lp} for t, lp in zip(tokens, token_logprobs)],
+                "n_tokens": n_tokens,
                 "seeded": list(output["seeded"]),
                 "sampling": dict(self.sampling),
                 "model": self.model,
@@ -1007,6 +1075,23 @@ _DESTINATION_NAME = re.compile(r"(^|_)(destination|to|arrival|dest|end)(_|$)", r
 _DATE_NAME = re.compile(r"(^|_)(date|day|when)(_|$)", re.IGNORECASE)
 
 
+def _reference_parameters(tool: ToolSpec) -> tuple[str, ...]:
+    """``tool.reference_parameters``, cached: the property re-runs its regexes on every read,
+    and the policy reads it for every argument of every turn. It is a function of the
+    parameter names alone, so they are the key."""
+    names = tuple(tool.properties)
+    found = _REFERENCE_PARAMETERS.get(names)
+    if found is None:
+        found = tool.reference_parameters
+        if len(_REFERENCE_PARAMETERS) >= _REFERENCES_CAP:
+            _REFERENCE_PARAMETERS.clear()
+        _REFERENCE_PARAMETERS[names] = found
+    return found
+
+
+_REFERENCE_PARAMETERS: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+
 def _parameter_kind(tool: ToolSpec, param: str, schema: Mapping[str, Any]) -> str:
     if schema.get("enum"):
         return "enum"
@@ -1016,7 +1101,7 @@ def _parameter_kind(tool: ToolSpec, param: str, schema: Mapping[str, Any]) -> st
     description = str(schema.get("description", ""))
     if schema.get("format") in ("date", "date-time") or _DATE_NAME.search(param) or "YYYY-MM-DD" in description:
         return "date"
-    if param in tool.reference_parameters:
+    if param in _reference_parameters(tool):
         return "reference"
     if _ORIGIN_NAME.search(param):
         return "origin"
@@ -1037,7 +1122,20 @@ def _ranked(values: Sequence[Any]) -> list[tuple[Any, float]]:
 
 
 def _context_options(tool: ToolSpec, param: str, schema: Mapping[str, Any], ctx: _Context, used: Sequence[str]) -> list[tuple[Any, float]]:
-    """Values the conversation supports for ``param`` (empty when it names none)."""
+    """Values the conversation supports for ``param`` (empty when it names none).
+
+    Memoised on the turn's context: the act analysis asks whether each required argument has
+    a value, and the call then builds the same options again (a pure function of the context,
+    the parameter, its schema and the ids already used). The list is only read.
+    """
+    key = ("context_options", tool.name, param, id(schema), tuple(used))
+    options = ctx.memo.get(key)
+    if options is None:
+        options = ctx.memo[key] = _supported_values(tool, param, schema, ctx, used)
+    return options
+
+
+def _supported_values(tool: ToolSpec, param: str, schema: Mapping[str, Any], ctx: _Context, used: Sequence[str]) -> list[tuple[Any, float]]:
     kind = _parameter_kind(tool, param, schema)
     newest_first = list(reversed(ctx.user_texts))
     if kind == "enum":
@@ -1067,7 +1165,7 @@ def _context_options(tool: ToolSpec, param: str, schema: Mapping[str, Any], ctx:
     if kind == "reference":
         shapes = parameter_shapes(tool, param)
         fitting = [value for value in [*ctx.ids, *ctx.result_ids] if value not in used and (not shapes or fits_shape(value, shapes))]
-        if not fitting and tool.reference_parameters[:1] == (param,):
+        if not fitting and _reference_parameters(tool)[:1] == (param,):
             # The main reference: what the person gave, even in another shape than documented.
             fitting = [value for value in ctx.ids if value not in used]
         return _ranked(fitting)
