@@ -62,6 +62,7 @@ Defaults that differ from the reference (and why):
 from __future__ import annotations
 
 import concurrent.futures as cf
+import gc
 import math
 import queue
 import statistics
@@ -310,7 +311,14 @@ def simulate(
         name = sorted(unknown)[0]
         raise TypeError("simulate() got an " + unknown_name_message("keyword argument", name, _PARAMETERS))
     engine = _Engine(locals_=dict(locals()))
-    return engine.run()
+    # The cyclic collector rescans every long-lived object (grid, tools, knobs, row store) on
+    # each generation-2 pass: 0.3 ms of the ~2.7 ms an offline row costs. Freezing what exists
+    # at the start exempts it for the run; unfreezing afterwards hands it back.
+    gc.freeze()
+    try:
+        return engine.run()
+    finally:
+        gc.unfreeze()
 
 
 class _Stop(Exception):
