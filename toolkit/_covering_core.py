@@ -582,26 +582,32 @@ class PairSearch:
             cc = np.where(in_first, c1, c2)
             xx = np.where(in_first, a, b)
             deltas, old_ids, new_ids = self._deltas(rr, cc, xx)
-            if noise and self.rng.random() < noise:
-                order = self.rng.permutation(len(rr))
-            else:
-                order = np.lexsort((self.rng.random(len(rr)), deltas))
-            for m in order:
-                r, c = int(rr[m]), int(cc[m])
-                if deltas[m] >= 0 and (r, c) in recent:
-                    continue
-                if self.oracle is not None:
-                    trial = self.rows[r].copy()
-                    trial[c] = xx[m]
-                    if not self.oracle.allowed(trial):
-                        continue
-                self._move(r, c, int(xx[m]), old_ids[m], new_ids[m])
-                recent.append((r, c))
-                if len(recent) > tabu_length:
-                    recent.pop(0)
-                break
+            self._take_best_move(rr, cc, xx, deltas, old_ids, new_ids, noise, recent, tabu_length)
         self.last_steps = max_steps
         return not self.open_list
+
+    def _take_best_move(self, rr, cc, xx, deltas, old_ids, new_ids, noise, recent, tabu_length):
+        """Apply the best allowed candidate move (cell (rr, cc) to value xx): lowest delta
+        first, ties broken at random, a random order with probability ``noise``; a move that
+        does not improve may not revisit a cell on the tabu list ``recent``."""
+        if noise and self.rng.random() < noise:
+            order = self.rng.permutation(len(rr))
+        else:
+            order = np.lexsort((self.rng.random(len(rr)), deltas))
+        for m in order:
+            r, c = int(rr[m]), int(cc[m])
+            if deltas[m] >= 0 and (r, c) in recent:
+                continue
+            if self.oracle is not None:
+                trial = self.rows[r].copy()
+                trial[c] = xx[m]
+                if not self.oracle.allowed(trial):
+                    continue
+            self._move(r, c, int(xx[m]), old_ids[m], new_ids[m])
+            recent.append((r, c))
+            if len(recent) > tabu_length:
+                recent.pop(0)
+            return
 
     def _apply(self, r, c, x):
         if self.oracle is not None:
@@ -694,24 +700,7 @@ class TupleSearch(PairSearch):
             deltas = np.concatenate([g[3] for g in groups])
             old_ids = np.concatenate([g[4] for g in groups])
             new_ids = np.concatenate([g[5] for g in groups])
-            if noise and self.rng.random() < noise:
-                order = self.rng.permutation(len(rr))
-            else:
-                order = np.lexsort((self.rng.random(len(rr)), deltas))
-            for m in order:
-                r, c = int(rr[m]), int(cc[m])
-                if deltas[m] >= 0 and (r, c) in recent:
-                    continue
-                if self.oracle is not None:
-                    trial = self.rows[r].copy()
-                    trial[c] = xx[m]
-                    if not self.oracle.allowed(trial):
-                        continue
-                self._move(r, c, int(xx[m]), old_ids[m], new_ids[m])
-                recent.append((r, c))
-                if len(recent) > tabu_length:
-                    recent.pop(0)
-                break
+            self._take_best_move(rr, cc, xx, deltas, old_ids, new_ids, noise, recent, tabu_length)
         self.last_steps = max_steps
         return not self.open_list
 
