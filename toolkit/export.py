@@ -492,7 +492,7 @@ class _Saveable:
 class TrainingSet(Result, _Saveable):
     """Chat samples for supervised fine-tuning."""
 
-    rows: list = field(repr=False)  # never printed in full: the in-memory rows keep privileged
+    rows: list = field(repr=False)  # never printed in full; scrubbed when the cut was made
     format: str
     mask_mode: str
     unroll: bool
@@ -661,7 +661,7 @@ def _cut_samples(messages: list[dict[str, Any]], *, mask_mode: str, unroll: bool
 class SFTSelection(Result, _Saveable):
     """Which rows go into SFT, and whether that was a real selection."""
 
-    rows: list = field(repr=False)  # never printed in full: the in-memory rows keep privileged
+    rows: list = field(repr=False)  # never printed in full; scrubbed when the cut was made
     strategy: str
     selection_effective: str
     n_eligible: int
@@ -1087,7 +1087,7 @@ def export_preference(
 class RLSelection(Result, _Saveable):
     """Whole mixed groups in the pass-rate band, and what was dropped and why."""
 
-    rows: list = field(repr=False)  # never printed in full: the in-memory rows keep privileged
+    rows: list = field(repr=False)  # never printed in full; scrubbed when the cut was made
     groups: dict
     dropped_groups: dict
     dropped_rows: dict
@@ -1308,7 +1308,7 @@ def select_for_rl(
 class RewardModelSet(Result, _Saveable):
     """Every graded row (passes and failures) with its reward, for a reward-model trainer."""
 
-    rows: list = field(repr=False)  # never printed in full: the in-memory rows keep privileged
+    rows: list = field(repr=False)  # never printed in full; scrubbed when the cut was made
     n_source: int
     n_ungraded: int
     n_pass: int
@@ -1542,7 +1542,7 @@ def publish_gate(
 
 @dataclass(frozen=True)
 class DecontaminationReport(Result, _Saveable):
-    rows: list = field(repr=False)  # never printed in full: the in-memory rows keep privileged
+    rows: list = field(repr=False)  # never printed in full; scrubbed when the cut was made
     flagged: list
     rules_run: list
     rules_skipped: dict
