@@ -136,6 +136,13 @@ TODAY = (2026, 1, 5)
 def dates_in(text: str) -> list[str]:
     """ISO dates named in ``text``, in order: ``YYYY-MM-DD`` as written, and weekday names
     resolved to the next such day after :data:`TODAY` (1-7 days ahead)."""
+    return list(_dates_in(text or ""))
+
+
+# Cached: the policy and the user re-scan the same conversation texts every turn (2% of
+# offline simulate CPU uncached); a tuple so no caller can change the cached value.
+@functools.lru_cache(maxsize=4096)
+def _dates_in(text: str) -> tuple[str, ...]:
     import datetime
 
     today = datetime.date(*TODAY)
@@ -153,7 +160,7 @@ def dates_in(text: str) -> list[str]:
     for _, value in sorted(found):
         if value not in out:
             out.append(value)
-    return out
+    return tuple(out)
 
 
 _FROM_TO = re.compile(r"\bfrom\s+([A-Za-z][A-Za-z]+(?:\s[A-Z][a-z]+)?)\s+to\s+([A-Za-z][A-Za-z]+(?:\s[A-Z][a-z]+)?)")

@@ -21,6 +21,17 @@ __all__ = ["Result", "json_safe"]
 
 def json_safe(value: Any) -> Any:
     """Convert ``value`` into plain JSON types; NaN and infinities become ``None``."""
+    kind = type(value)
+    # Plain leaves and dicts first: the world converts every tool result with this, and the
+    # dataclass / ABC checks below cost ~1 us per leaf (1.3% of offline simulate CPU).
+    if kind is str or kind is int or kind is bool or value is None:
+        return value
+    if kind is float:
+        return value if math.isfinite(value) else None
+    if kind is dict:
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if kind is list:
+        return [json_safe(v) for v in value]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         if hasattr(value, "to_dict"):
             return value.to_dict()

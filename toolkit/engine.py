@@ -1288,7 +1288,7 @@ class _Engine:
             public = written if written is not None else _scrub(row)
         else:
             public = _scrub(row)
-        self.rows.append(public, row)
+        self._store(public, row)
         self.durations.append(float((row.get("timing") or {}).get("seconds") or 0.0))
         reward = public.get("reward")
         if isinstance(reward, (int, float)) and not isinstance(reward, bool):
@@ -1491,7 +1491,7 @@ class _Engine:
     def _finish_resume(self) -> None:
         leftover = [row for key, row in self.resume_rows.items() if key not in self.resume_keys_consumed]
         for row in leftover:
-            self.rows.append(_scrub(row), row)
+            self._store(_scrub(row), row)
             reward = row.get("reward")
             if isinstance(reward, (int, float)) and not isinstance(reward, bool):
                 self.graded.add(float(reward))
@@ -1537,39 +1537,44 @@ class _Engine:
         )  # fmt: skip
 
     def _facts(self) -> dict:
-        """Everything the report and the sidecar read off the rows, in ONE decoding pass over
-        the compact store (cached until another row lands)."""
-        cached = getattr(self, "_facts_cache", None)
-        if cached is not None and cached[0] == len(self.rows):
-            return cached[1]
-        facts = {
-            "with_dims": {}, "faulted_cells": 0, "faulted_with_fault": 0, "tiers": Counter(), "user_turns": 0,
-            "prompts": set(), "scenario_ids": set(), "agent_model": None, "ended_on_question": 0, "any_tool": False,
-            "system_prompt_shas": set(),
-        }  # fmt: skip
-        for index, r in enumerate(self.rows):
-            dims = r.get("scenario_dimensions")
-            steps = r.get("steps") or ()
-            has_tool = any("tool" in s for s in steps)
-            if dims:
-                # coverage counts distinct t-tuples, so each distinct dimension set is kept once
-                facts["with_dims"].setdefault(repr(sorted(dims.items(), key=lambda kv: str(kv[0]))), {"scenario_dimensions": dims})
-            if (dims or {}).get("tool_condition") not in (None, "success", "unspecified") and has_tool:
-                facts["faulted_cells"] += 1
-                facts["faulted_with_fault"] += bool(r.get("faults"))
-            if r.get("tier"):
-                facts["tiers"][r.get("tier")] += 1
-            facts["user_turns"] += sum(1 for s in steps if "user" in s) + 1
-            facts["prompts"].add(r.get("prompt"))
-            if r.get("scenario_id"):
-                facts["scenario_ids"].add(r.get("scenario_id"))
-            if index == 0:
-                facts["agent_model"] = r.get("model_version")
-            facts["ended_on_question"] += r.get("ended_by") == "user_left"
-            facts["any_tool"] = facts["any_tool"] or has_tool
-            facts["system_prompt_shas"].add((r.get("lineage") or {}).get("system_prompt_sha"))
-        self._facts_cache = (len(self.rows), facts)
+        """Everything the report and the sidecar read off the rows, folded in as each row is
+        stored (:meth:`_store`). It was one decoding pass over the compact store at the end
+        and at every final progress write: ~40 us a row to unpack (1.5% of offline CPU)."""
+        facts = getattr(self, "_facts_state", None)
+        if facts is None:
+            facts = self._facts_state = {
+                "with_dims": {}, "faulted_cells": 0, "faulted_with_fault": 0, "tiers": Counter(), "user_turns": 0,
+                "prompts": set(), "scenario_ids": set(), "agent_model": None, "ended_on_question": 0, "any_tool": False,
+                "system_prompt_shas": set(),
+            }  # fmt: skip
         return facts
+
+    def _store(self, public: dict, row: dict) -> None:
+        """Keep a landed row (``public``: as written; ``row``: the trajectory) and fold it into
+        the report's facts."""
+        facts = self._facts()
+        if not self.rows:
+            facts["agent_model"] = public.get("model_version")
+        self.rows.append(public, row)
+        r = public
+        dims = r.get("scenario_dimensions")
+        steps = r.get("steps") or ()
+        has_tool = any("tool" in s for s in steps)
+        if dims:
+            # coverage counts distinct t-tuples, so each distinct dimension set is kept once
+            facts["with_dims"].setdefault(repr(sorted(dims.items(), key=lambda kv: str(kv[0]))), {"scenario_dimensions": dims})
+        if (dims or {}).get("tool_condition") not in (None, "success", "unspecified") and has_tool:
+            facts["faulted_cells"] += 1
+            facts["faulted_with_fault"] += bool(r.get("faults"))
+        if r.get("tier"):
+            facts["tiers"][r.get("tier")] += 1
+        facts["user_turns"] += sum(1 for s in steps if "user" in s) + 1
+        facts["prompts"].add(r.get("prompt"))
+        if r.get("scenario_id"):
+            facts["scenario_ids"].add(r.get("scenario_id"))
+        facts["ended_on_question"] += r.get("ended_by") == "user_left"
+        facts["any_tool"] = facts["any_tool"] or has_tool
+        facts["system_prompt_shas"].add((r.get("lineage") or {}).get("system_prompt_sha"))
 
     def _report(self) -> dict:
         k = self.knobs

@@ -244,9 +244,12 @@ class HashEmbedder:
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
         for i, text in enumerate(texts):
             words = _WORD.findall(str(text).lower())
-            for token in words + [a + " " + b for a, b in zip(words, words[1:])]:
-                bucket, sign = self._bucket(token)
-                out[i, bucket] += sign
+            hits = [self._bucket(token) for token in words + [a + " " + b for a, b in zip(words, words[1:])]]
+            if hits:
+                # One bincount per text instead of a numpy item update per token (~0.4 us each,
+                # ~40 tokens a prompt); sums of +-1 are exact in float64 and float32 alike.
+                buckets, signs = zip(*hits)
+                out[i] = np.bincount(buckets, weights=signs, minlength=self.dim)
         norms = np.linalg.norm(out, axis=1, keepdims=True)
         np.divide(out, norms, out=out, where=norms > 0)
         return out
