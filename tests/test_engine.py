@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import json
 import subprocess
 import sys
@@ -93,6 +94,29 @@ def test_reproducible_same_rows_at_concurrency_1_and_32():
     a = tk.simulate(budget=40, concurrency=1, **FAST)
     b = tk.simulate(budget=40, concurrency=32, **FAST)
     assert _strip(a.rows) == _strip(b.rows)
+    # The seeded agent runs on the engine's thread by default; on 32 real threads (where
+    # rollouts finish in any order) the rows must still be the same.
+    with concurrent.futures.ThreadPoolExecutor(32) as pool:
+        c = tk.simulate(budget=40, concurrency=32, executor=pool, **FAST)
+    assert _strip(c.rows) == _strip(a.rows)
+    assert (a.report()["execution"], c.report()["execution"]) == ("inline", "ThreadPoolExecutor")
+
+
+def test_seeded_rollouts_run_inline_and_other_agents_on_threads():
+    seen: list[str] = []
+    seeded = tk.simulate(budget=12, concurrency=8, progress=False, on_row=lambda row: seen.append(threading.current_thread().name))
+    assert seeded.report()["execution"] == "inline"
+    workers: set[str] = set()
+
+    def agent(message):
+        workers.add(threading.current_thread().name)
+        return {"steps": [], "final_text": "Done."}
+
+    data = tk.simulate(agent, tools=str(tk.dataset_path("tools/airline_support.json")), budget=12, concurrency=8, progress=False)
+    assert data.report()["execution"] == "threads"
+    # (a user's agent is called on a timeout worker thread, never on the engine's thread)
+    assert workers and threading.main_thread().name not in workers
+    assert len(seen) == 12
 
 
 def test_reproducible_across_processes(tmp_path):

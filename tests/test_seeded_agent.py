@@ -538,3 +538,28 @@ def test_simulate_with_and_without_logprobs_gives_the_same_rows():
     assert any(row["faults"] for row in runs[False])  # the comparison covers faulted worlds
     for off, on in zip(runs[False], runs[True]):
         assert _without_logprobs_and_clocks(off) == _without_logprobs_and_clocks(on)
+
+
+def test_turns_read_incrementally_see_what_a_full_read_sees():
+    # The policy continues the previous turn's read of the conversation (TurnContext.scratch);
+    # at every turn of real rollouts, and after switching to a different conversation with the
+    # same scratch, the context must equal a fresh read of the whole history.
+    from toolkit.agents.seeded import _read_context
+
+    data = tk.simulate(budget=40, progress=False, seed=3, fault_rate=0.5)
+    conversations = [tk.agents.seeded.messages_for_scoring(row) for row in data.trajectories]
+    assert sum(len(c) for c in conversations) > 200
+    scratch: dict = {}
+    compared = 0
+    for messages in conversations + conversations[:3]:
+        for position in range(1, len(messages) + 1):
+            incremental = _read_context(messages[:position], None, scratch)
+            full = _read_context(messages[:position], None)
+            assert {k: v for k, v in vars(incremental).items() if k != "memo"} == {k: v for k, v in vars(full).items() if k != "memo"}
+            compared += 1
+    assert compared > 200
+    # the returned context does not share mutable state with the kept read
+    messages = conversations[0]
+    first = _read_context(messages, None, scratch)
+    first.user_texts.append("changed")
+    assert _read_context(messages, None, scratch).user_texts == _read_context(messages, None).user_texts

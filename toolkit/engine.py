@@ -613,7 +613,14 @@ class _Engine:
         self.bar = self._make_bar()
         own_pool = None
         try:
-            if self.executor is None:
+            if self.executor is None and self.agent_is_seeded:
+                # The seeded policy is pure Python that never waits, so under the GIL threads
+                # cannot run two of its rollouts at once; they only contend for the lock
+                # (measured offline at C = 32: 2.03 ms CPU/row on 32 threads vs 1.69 at C = 1).
+                # Its rollouts run on this thread instead; `concurrency` still sets how many
+                # are planned and in flight per pass. executor=ThreadPoolExecutor(n) forces threads.
+                self.pool = _InlineExecutor()
+            elif self.executor is None:
                 own_pool = cf.ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="toolkit-rollout")
                 self.pool = own_pool
             else:
@@ -643,6 +650,13 @@ class _Engine:
         if self.llm_grade:
             self._run_llm_grade()
         return self._result()
+
+    def _execution(self) -> str:
+        """Where rollouts ran: "inline" (the seeded agent, on the engine's thread), "threads"
+        (a pool of `concurrency` threads) or the caller's executor class."""
+        if self.executor is not None:
+            return type(self.executor).__name__
+        return "inline" if self.agent_is_seeded else "threads"
 
     def embedder_dim(self) -> int:
         return getattr(self.embedder, "dim", 384)
@@ -1672,7 +1686,7 @@ class _Engine:
             "mode": self.mode, "repeat_policy": self.repeat_policy, "requests_per_situation": self.n, "rollouts_per_request": self.k,
             "unique_situations": self.unique, "n_situations": len(self.situations_opened), "situations_requested": self.n_situations,
             "fault_rate": self.fault_rate, "hard_share": self.hard_share, "seed": self.seed, "runs": self.runs,
-            "concurrency": self.concurrency, "reproducible": self.reproducible, "time_budget": self.time_budget, "until": self.until,
+            "concurrency": self.concurrency, "execution": self._execution(), "reproducible": self.reproducible, "time_budget": self.time_budget, "until": self.until,
             "knobs": self.knobs.to_dict(), "knobs_changed": list(self.knobs.changed()),
             "patience": self.patience, "user_temperature": k.user_temperature, "world": self.world_options.to_dict(),
             "world_note": "fault_rate is the per-prompt chance that a faulted situation's plan is kept; world.default_fault_rate is the per-call rate a kept plan fires at",
@@ -1717,6 +1731,23 @@ class _ExactSum:
 
     def mean(self) -> float | None:
         return math.fsum(self.partials) / self.count if self.count else None
+
+
+class _InlineExecutor(cf.Executor):
+    """Runs each task in the thread that submits it; the future is done when submit returns.
+    An exception of the task is kept on its future (like a pool's); KeyboardInterrupt and
+    SystemExit propagate, so Ctrl-C stops the run as it does with threads."""
+
+    def submit(self, fn, /, *args, **kwargs):  # type: ignore[override]
+        future: cf.Future = cf.Future()
+        future.set_running_or_notify_cancel()
+        try:
+            result = fn(*args, **kwargs)
+        except Exception as error:  # noqa: BLE001 -- kept on the future, as a pool would
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+        return future
 
 
 def _scrub(row: dict) -> dict:

@@ -321,6 +321,7 @@ class _Run:
         self.started = time.perf_counter()
         self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.unmapped_steps: list[dict] = []
+        self.agent_scratch: dict = {}  # handed to the agent at every turn (TurnContext.scratch)
         self.user_state = self.user.new_state(tools=self.specs, reference_ids=self.reference_ids) if self.user is not None else None
 
     # -- bookkeeping ---------------------------------------------------------------------
@@ -335,7 +336,7 @@ class _Run:
         turn = len(self.turn_logprobs)
         context = TurnContext(
             prompt=self.prompt, rollout_index=self.rollout_index, seed=self.seed, turn=turn,
-            logprobs=self.logprobs or False, timeout=self.timeout, privileged=self.privileged,
+            logprobs=self.logprobs or False, timeout=self.timeout, privileged=self.privileged, scratch=self.agent_scratch,
         )  # fmt: skip
         token = _turn_context.set(context)
         began = time.perf_counter()

@@ -242,9 +242,11 @@ class HashEmbedder:
     def embed(self, texts: Iterable[str]) -> np.ndarray:
         texts = list(texts)
         out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        cache = self._cache
         for i, text in enumerate(texts):
             words = _WORD.findall(str(text).lower())
-            hits = [self._bucket(token) for token in words + [a + " " + b for a, b in zip(words, words[1:])]]
+            # the cache lookup inlined: ~270 tokens a landed row, 90% of them cache hits
+            hits = [cache.get(token) or self._bucket(token) for token in words + [a + " " + b for a, b in zip(words, words[1:])]]
             if hits:
                 # One bincount per text instead of a numpy item update per token (~0.4 us each,
                 # ~40 tokens a prompt); sums of +-1 are exact in float64 and float32 alike.

@@ -134,6 +134,9 @@ class TurnContext:
     logprobs: bool | str = False
     timeout: float | None = None
     privileged: Mapping[str, Any] | None = None
+    #: One dict per rollout, the same at every turn: where a toolkit agent may keep what it
+    #: derived from earlier turns (the seeded policy keeps its read of the conversation).
+    scratch: dict | None = dataclasses.field(default=None, repr=False, compare=False)
 
 
 _turn_context: contextvars.ContextVar[TurnContext | None] = contextvars.ContextVar(
