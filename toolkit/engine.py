@@ -759,6 +759,10 @@ class _Engine:
                     if not planned:
                         break
                     first = False
+                    # each planned round starts at once: planning the whole first wave before
+                    # submitting any of it kept every worker idle ~11 ms at C = 32
+                    while self.queue and len(self.in_flight) < ahead and not self._closing():
+                        self._submit(self.queue.popleft())
                 if first and not self.queue and not self.in_flight:
                     if self._exhausted():
                         return
@@ -773,6 +777,16 @@ class _Engine:
                         self.stopped_because = "time_budget"
                         return
                     continue
+                # While the submitted rollouts run and none has finished, plan ahead up to
+                # 2 x concurrency (planning calls no agent, so the dead-agent cap on calls
+                # before the first row still holds): the first wave's replies then find their
+                # successors planned. Planning them after the replies left the workers idle
+                # 14 ms between waves 1 and 2 at C = 32, L = 50 ms.
+                while not closing and self.completed.empty() and len(self.queue) + len(self.in_flight) < 2 * self.concurrency and self._capacity() > 0:
+                    planned = self._plan_round()
+                    if not planned:
+                        break
+                    self.queue.extend(planned)
                 done = self._collect(self._tick())
                 for future in sorted(done, key=lambda f: self.in_flight[f].order):
                     item = self.in_flight.pop(future)

@@ -54,7 +54,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolkit._errors import ConfigError, unknown_name_message
-from toolkit._hashing import stable_hash, stable_uniform
+from toolkit._hashing import canonical_json, stable_hash, stable_uniform
 from toolkit._results import Result, json_safe
 from toolkit.covering import coverage as _coverage
 from toolkit.covering import covering_array as _covering_array
@@ -490,6 +490,13 @@ def _block_seed(seed: int, *parts: Any) -> int:
     return int(stable_hash([seed, *parts], 8), 16)
 
 
+# Unconstrained blocks by (axes, t, seed, effort): the array is a pure function of these,
+# and re-running a notebook cell or a benchmark rebuilds the same grid (the base block took
+# ~10 ms of a 20 ms simulate() set-up). Constrained blocks are not cached: predicates have no
+# stable identity. Bounded; rows are copied out.
+_UNCONSTRAINED_BLOCKS: dict[tuple, list[dict]] = {}
+
+
 def situation_grid(
     tools: Any,
     system_prompt: str | None = None,
@@ -542,10 +549,21 @@ def situation_grid(
             rows = [{}]
         else:
             t = max(1, min(t, len(varying)))
-            array = _covering_array(varying, strength=t, constraints=block_constraints or None, seed=block_seed, effort=effort)
-            rows = array.to_dicts()
-            if array.infeasible:
-                notes.append(f"{len(array.infeasible)} {t}-tuples of block {rule!r} are forbidden by the constraints")
+            rows = None
+            cache_key = None
+            if not block_constraints:
+                cache_key = (canonical_json(varying), t, block_seed, effort)
+                rows = _UNCONSTRAINED_BLOCKS.get(cache_key)
+            if rows is None:
+                array = _covering_array(varying, strength=t, constraints=block_constraints or None, seed=block_seed, effort=effort)
+                rows = array.to_dicts()
+                if array.infeasible:
+                    notes.append(f"{len(array.infeasible)} {t}-tuples of block {rule!r} are forbidden by the constraints")
+                if cache_key is not None:
+                    if len(_UNCONSTRAINED_BLOCKS) >= 64:
+                        _UNCONSTRAINED_BLOCKS.clear()
+                    _UNCONSTRAINED_BLOCKS[cache_key] = rows
+            rows = [dict(row) for row in rows]
         for row in rows:
             situation = Situation({**fixed, **row, "rule": rule}, layer=layer)
             if situation.id not in seen:
