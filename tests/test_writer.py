@@ -189,3 +189,74 @@ def test_uniform_stream_draws_exactly_what_stable_uniform_draws(prefix, label):
     draw = uniform_stream(*prefix)
     assert draw(label) == stable_uniform(*prefix, label)
     assert draw("second label") == stable_uniform(*prefix, "second label")  # the stream is reusable
+
+
+# ---------------------------------------------------------------------------------------
+# simulate(simulator="<spec>"): a model writer, against the local protocol server
+# ---------------------------------------------------------------------------------------
+
+
+def _chat_server():
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from _chat_server import ChatServer
+
+    return ChatServer()
+
+
+def test_model_writer_phrases_the_cards_and_rows_say_so():
+    with _chat_server() as server:
+        spec = f"vllm:writer@{server.url}"
+        data = tk.simulate(budget=24, simulator=spec, progress=False, seed=5, advanced={"writer_temperature": 0.7})
+        cards = [body for path, body in server.requests if path.endswith("/chat/completions")]
+    assert len(data) == 24
+    # every prompt the writer phrased came from the model (the open-ended arm's fixed probe
+    # families and failure mutations of earlier prompts do not go through the writer)
+    arm = lambda row: row.get("arm") or (row.get("lineage") or {}).get("arm")  # noqa: E731
+    written_rows = [r for r in data.rows if arm(r) not in ("open_ended", "failure_mutation")]
+    assert len(written_rows) >= 16
+    assert all(r["prompt"].startswith("Hi there, question") for r in written_rows)
+    assert {r["writer_model"] for r in data.rows} == {spec}
+    written = data.report()["writer"]
+    assert written["model"] == spec and written["calls"] == len(cards) >= 8
+    assert written["model_share"] == 1.0 and written["phrasings_from_template"] == 0
+    # the card carries the situation and asks for n + writer_typical_completions - 1 = 3
+    # phrasings; the pinned temperature and the reference's one-card reply budget are sent
+    first = cards[0]
+    assert first["temperature"] == pytest.approx(0.7) and first["max_tokens"] == 258
+    card = first["messages"][-1]["content"]
+    assert "Write 3 different first messages" in card and "stance:" in card and "An example of the facts" in card
+    assert "simulator" not in data.report()["offline_defaults"]
+    assert not any("writer model" in w for w in data.warnings)
+
+
+def test_model_writer_shortfalls_are_filled_by_the_template_and_counted():
+    with _chat_server() as server:
+        data = tk.simulate(budget=12, simulator=f"vllm:half-writer@{server.url}", progress=False, seed=2)
+    written = data.report()["writer"]
+    # per card: 1 good phrasing of the 3 asked, 1 refused as tool-call syntax, 2 from the template
+    assert written["refused_by_reason"] == {"call_syntax": written["calls"]}
+    assert written["fallbacks_by_reason"] == {"too_few": 2 * written["calls"]}
+    assert written["model_share"] == pytest.approx(1 / 3, abs=1e-3)
+    assert any("phrased only 33%" in w and "too_few" in w for w in data.warnings)
+    assert len(data) == 12
+
+
+def test_model_writer_that_fails_falls_back_without_losing_the_run():
+    with _chat_server() as server:
+        writer = tk.model_agent(f"vllm:always-429@{server.url}", max_retries=0)  # the writer's own backend settings
+        data = tk.simulate(budget=8, simulator=writer, progress=False, advanced={"writer_temperature": 0.5})
+    written = data.report()["writer"]
+    assert len(data) == 8 and written["model_share"] == 0.0
+    assert sum(written["fallbacks_by_reason"].values()) == written["phrasings_from_template"] > 0
+    # after three failed calls in a row the model is not asked again in this run
+    assert written["calls"] == 3 and "3 calls in a row failed" in written["gave_up"]
+    assert written["fallbacks_by_reason"].get("writer_gave_up", 0) > 0
+    assert any("phrased only 0%" in w for w in data.warnings)
+
+
+def test_simulator_of_the_wrong_type_is_refused_with_the_choices():
+    with pytest.raises(tk.ConfigError, match="simulator must be False .* model spec string, tk.model_agent"):
+        tk.simulate(budget=2, simulator=3, progress=False)

@@ -55,8 +55,11 @@ Defaults that differ from the reference (and why):
   batches in a row. The reference's flat-batch rule alone never fired offline: behaviour
   signatures stay fresh (30-50% of an sft batch after 3,000 rows) and a unique-situation run
   gives no cell the 5 copies its copy rule asks for.
-* A model writer (``simulator="<spec>"``) is not implemented: offline runs use the template
-  writer and say so; a callable ``simulator(situation, n, seed) -> list[str]`` is accepted.
+* The default writer is the offline template writer (the reference's default is a hosted
+  model; ``report()["offline_defaults"]`` says so). ``simulator="<spec>"`` phrases each card
+  with that model (:mod:`toolkit._model_writer`: one card per call, synchronously in the
+  planning step; the template fills and counts whatever the model does not deliver); a
+  callable ``simulator(situation, n, seed) -> list[str]`` is accepted too.
 """
 
 from __future__ import annotations
@@ -80,6 +83,8 @@ from toolkit._engine_data import RowList, RowStore, SimulationData, load, write_
 from toolkit._engine_plan import gap_guided_situations, open_ended_candidates
 from toolkit._errors import ConfigError, unknown_name_message
 from toolkit._hashing import sha256_hex, stable_hash, stable_uniform
+from toolkit._model_writer import ModelWriter
+from toolkit.agents.backends import ModelAgent, model_agent
 from toolkit._results import json_safe
 from toolkit.knobs import RunKnobs
 from toolkit.search import (
@@ -295,8 +300,14 @@ def simulate(
     stop: Any = None,
     **unknown: Any,
 ) -> SimulationData:
-    """Simulate conversations with an agent and return its rows (see the module docstring and
-    ``/work/brief/contracts/engine.md``; every parameter of the reference table is accepted).
+    """Simulate conversations with an agent and return its rows (see the module docstring, the
+    README's parameter and knob tables and ``docs/knobs.md``; every parameter of the seed's
+    table is accepted).
+
+    ``simulator``: None / False (the offline template writer), a model spec string or
+    ``tk.model_agent(spec, ...)`` (a model writer: each situation card is phrased by that model;
+    ``report()["writer"]`` counts what it wrote and what the template had to fill), or a
+    callable ``simulator(situation, n, seed) -> list[str]``.
 
     ``stop``: a ``threading.Event`` (anything with ``is_set()``); setting it from another
     thread ends the run within one tick, keeping every row so far (``stopped_because =
@@ -471,13 +482,20 @@ class _Engine:
             self.writer_model = "template"
             if sim is None or sim == "hosted":
                 self.offline_defaults["simulator"] = "template writer (offline); the reference default is a hosted model writer"
+        elif isinstance(sim, (str, ModelAgent)):
+            # a spec string, or tk.model_agent(spec, ...) to set the writer's retries, timeout
+            # or endpoint; the reply budget is the reference's for a one-card wave (engine.md §3)
+            chat = model_agent(sim) if isinstance(sim, str) else sim
+            budget = max(k.wave_tokens_floor, min(k.wave_tokens_cap, k.tokens_per_card + k.wave_tokens_base))
+            self.writer_model = sim if isinstance(sim, str) else (chat.spec or chat.model)
+            self.writer = ModelWriter(chat, self.writer_model, temperature=k.writer_temperature, max_tokens=budget)
         elif callable(sim):
             self.writer = sim
             self.writer_model = getattr(sim, "__name__", "callable")
         else:
             raise ConfigError(
-                f"simulator={sim!r}: a model writer is not available in this toolkit; use simulator=False (template writer) "
-                "or a callable simulator(situation, n, seed) -> list[str]"
+                f"simulator must be False (template writer), a model spec string, tk.model_agent(...) or a callable "
+                f"simulator(situation, n, seed) -> list[str]; got {type(sim).__name__}"
             )
         self.user_model = p["user_model"]
         if self.user_model is not None and not (isinstance(self.user_model, str) or callable(self.user_model)):
@@ -1068,10 +1086,14 @@ class _Engine:
         from toolkit.writer import write_prompts
 
         variant_seed = self.writer_seed + self.cells[situation.id] * 7919  # a new variant set per revisit
+        count = self.n + self.knobs.writer_typical_completions - 1  # the engine keeps the n most novel
+        if isinstance(self.writer, ModelWriter):
+            drafts = write_prompts(situation, count, seed=variant_seed, tools=self.tools)
+            return self.writer(situation, count, variant_seed, tools=self.tools, drafts=drafts)
         if self.writer is not None:
             texts = list(self.writer(situation, self.n, variant_seed))
             return [(str(t), None, {}) for t in texts[: self.n]]
-        prompts = write_prompts(situation, self.n + self.knobs.writer_typical_completions - 1, seed=variant_seed, tools=self.tools)
+        prompts = write_prompts(situation, count, seed=variant_seed, tools=self.tools)
         return [(p.text, p.reference, dict(p.persona)) for p in prompts]
 
     def _write_and_pick(self, situations: list[tuple[Any, str]], count: int, prefix: str) -> list:
@@ -1677,6 +1699,14 @@ class _Engine:
         if self.abandoned:
             self.degraded.append("rollouts_abandoned")
             self.warnings.append(f"{self.abandoned} rollouts were still running {k.stop_grace} s after the stop ({self.stopped_because}) and were abandoned; raise advanced['stop_grace'] to wait longer.")
+        if isinstance(self.writer, ModelWriter):
+            written = self.writer.summary()
+            if written["model_share"] is not None and written["model_share"] < 0.9:
+                reasons = ", ".join(f"{why} {n}" for why, n in sorted(written["fallbacks_by_reason"].items()))
+                self.warnings.append(
+                    f"the writer model {self.writer_model} phrased only {written['model_share']:.0%} of the prompts; the template writer "
+                    f"filled {written['phrasings_from_template']} ({reasons}); check the model spec, its key and report()['writer']."
+                )
         if rows and not facts["any_tool"]:
             self.degraded.append("no_tool_calls")
             self.warnings.append("no row contains a tool call; check that the agent receives tools= and can call them.")
@@ -1707,6 +1737,7 @@ class _Engine:
             "max_turns": self.max_turns, "avg_turns": self.avg_turns, "timeout": self.timeout, "logprobs": self.logprobs,
             "sampling": self.sampling, "grader": self.grader_name, "grade": self.grade, "llm_grade": bool(self.llm_grade),
             "simulator": self.writer_model, "writer_model": self.writer_model, "agent_model": agent_model,
+            "writer": self.writer.summary() if isinstance(self.writer, ModelWriter) else {"model": self.writer_model},
             "user_model": self.metadata["user_model"], "arm_weights": self.search_record["arm_start"],
             "tasks": len(getattr(self, "pinned", []) or []), "traces": len(self.traces), "seeds": len(getattr(self, "failing_seeds", [])),
             "requested": {"fault_rate": self.fault_rate, "avg_turns": self.avg_turns, "hard_share": self.hard_share},

@@ -43,6 +43,10 @@ KNOB_TABLES = ("experiment", "engine")
 _BIG = 2**62  # "no practical ceiling" for counts and seeds; still a bound, so it is stated
 
 _COMPAT = "Kept for config compatibility; the offline template writer "
+_MODEL_WRITER_BUDGET = (
+    "Reference default. A model writer (simulator='<spec>') phrases one card per call, so its reply budget "
+    "is this formula at cards = 1 (258 tokens); the template writer has no token budget."
+)
 
 
 @dataclass(frozen=True)
@@ -99,8 +103,9 @@ _SPECS: tuple[KnobSpec, ...] = (
        nullable=True),
     _k("writer_temperature", (0.45, 1.05), "band", 0.0, 2.0, "experiment",
        "The situation writer's temperature: a number pins it, a (lo, hi) band is drawn from per batch.",
-       _COMPAT + "is deterministic and samples no temperature; a model writer would read it. Validated and recorded.",
-       used=False, seed_default="(0.45, 1.05)"),
+       "Reference band. Read by a model writer (simulator='<spec>'), which draws per card from the run's seed; "
+       "the template writer is deterministic and ignores it.",
+       seed_default="(0.45, 1.05)"),
     _k("world", {}, "table", None, None, "experiment",
        "The mock world's dials as a dict of WorldOptions fields (fault_modes, default_fault_mode, exists_share, ...).",
        "Empty: the WorldOptions defaults (toolkit/sandbox.py) apply. Validated by WorldOptions; a typo names the fields."),
@@ -221,10 +226,10 @@ _SPECS: tuple[KnobSpec, ...] = (
        "A round plans at least this many prompts (unless the budget left is smaller).", "Reference default."),
     _k("tokens_per_card", 130, "int", 1, 1_000_000, "engine",
        "A wave's reply budget is clamp(tokens_per_card x cards + wave_tokens_base, wave_tokens_floor, wave_tokens_cap).",
-       _COMPAT + "has no token budget.", used=False),
-    _k("wave_tokens_base", 128, "int", 0, 1_000_000, "engine", "See tokens_per_card.", _COMPAT + "has no token budget.", used=False),
-    _k("wave_tokens_floor", 256, "int", 1, 1_000_000, "engine", "See tokens_per_card.", _COMPAT + "has no token budget.", used=False),
-    _k("wave_tokens_cap", 2048, "int", 1, 1_000_000, "engine", "See tokens_per_card.", _COMPAT + "has no token budget.", used=False),
+       _MODEL_WRITER_BUDGET),
+    _k("wave_tokens_base", 128, "int", 0, 1_000_000, "engine", "See tokens_per_card.", _MODEL_WRITER_BUDGET),
+    _k("wave_tokens_floor", 256, "int", 1, 1_000_000, "engine", "See tokens_per_card.", _MODEL_WRITER_BUDGET),
+    _k("wave_tokens_cap", 2048, "int", 1, 1_000_000, "engine", "See tokens_per_card.", _MODEL_WRITER_BUDGET),
     _k("failing_seeds_cap", 40, "int", 0, 100_000, "engine",
        "Failing asks mined from traces= that seed the run.", "Reference default."),
     _k("select_oversample", 3, "int", 1, 100, "engine",

