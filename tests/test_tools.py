@@ -111,3 +111,15 @@ def test_json_file_and_single_dict(tmp_path):
 def test_properties_without_type_read_as_object():
     spec = tk.normalize_tools([{"name": "a", "parameters": {"properties": {"x": {"type": "string"}}}}])[0]
     assert spec.parameters["type"] == "object"
+
+
+def test_importing_the_toolkit_does_not_import_jsonschema():
+    # jsonschema is imported on the first schema check: with rfc3987-syntax installed (as
+    # JupyterLab installs it) importing it costs ~1 s, which a statistics-only session skips
+    import subprocess
+    import sys
+
+    code = "import sys, toolkit; print('jsonschema' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
+    code = "import sys, toolkit; toolkit.ToolSpec(name='get_order', parameters={'type': 'object'}); print('jsonschema' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "True"

@@ -88,7 +88,7 @@ _SPECS: tuple[KnobSpec, ...] = (
        "Every draw of the run derives from it (sha256 over canonical JSON).",
        "Convention: 0, so two people running the defaults get the same rows."),
     _k("concurrency", 32, "int", 1, 4096, "experiment",
-       "Rollouts in flight at once (thread pool size, or tasks handed to executor=).",
+       "Rollouts in flight at once (thread pool size, or tasks handed to executor=); the in-process seeded agent runs them on the engine's own thread, since threads only contend for the GIL there (report()['execution']).",
        "Reference default; at 50 ms per agent turn 32 workers reach >= 90% of the C/L bound (benchmarks/bench_engine.py)."),
     _k("avg_turns", 12, "int", 1, 400, "experiment",
        "Target conversation length in turns; the person speaks at most avg_turns // 2 times.",

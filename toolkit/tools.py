@@ -33,8 +33,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import jsonschema
-
 from toolkit._errors import SchemaError, unknown_name_message
 from toolkit._hashing import canonical_json
 
@@ -184,6 +182,11 @@ def _check_spec(name: Any, description: Any, parameters: Any, kind: Any) -> None
         )
     key = canonical_json(parameters)
     if key not in _VALID_SCHEMAS:
+        # Imported here, not at the top: importing jsonschema costs ~1 s when rfc3987-syntax is
+        # installed (JupyterLab pulls it in; it compiles a grammar at import), 40% of
+        # `import toolkit`; statistics-only sessions never need it.
+        import jsonschema
+
         try:
             jsonschema.Draft202012Validator.check_schema(dict(parameters))
         except jsonschema.SchemaError as error:
