@@ -19,11 +19,13 @@ The model name picks the behaviour:
   "writer"       a situation writer: a JSON array of the N messages the card asks for, each
                  naming the card's record id
   "half-writer"  one good message and one that looks like a tool call
+  "slow-writer"  "writer" after sleeping `server.slow_seconds`
 
 GET /v1/models lists `server.models` (vLLM's shape: {"object": "list", "data": [{"id", ...}]}),
 by default every behaviour above in this order ("echo" first); `ChatServer(models=[])` lists none.
 Every request is kept in `server.requests` as (path, body) (a GET's body is {}), every
-Authorization header in `server.authorizations`.
+Authorization header in `server.authorizations`; `server.max_in_flight` is the most POST
+requests answered at once.
 
 Tokens: the text split by the regex \\S+|\\s+ ; token t has logprob -0.05 * (1 + len(t.strip()) % 7).
 The chat template: "<|role|>\\n" + content + "\\n" per message; add_generation_prompt appends
@@ -75,6 +77,8 @@ class ChatServer:
         self.authorizations: list[str | None] = []
         self.counts: dict[str, int] = {}
         self.slow_seconds = 2.0
+        self.in_flight = 0
+        self.max_in_flight = 0  # the most POST requests being answered at once
         self.lock = threading.Lock()
         server = self
 
@@ -103,10 +107,15 @@ class ChatServer:
                     key = f"{self.path}:{body.get('model')}"
                     server.counts[key] = server.counts.get(key, 0) + 1
                     count = server.counts[key]
+                    server.in_flight += 1
+                    server.max_in_flight = max(server.max_in_flight, server.in_flight)
                 try:
                     status, payload, headers = server.answer(self.path, body, count)
                 except Exception as error:  # a bug in the fake server shows as a 500 with the message
                     status, payload, headers = 500, {"error": {"message": repr(error)}}, {}
+                finally:
+                    with server.lock:
+                        server.in_flight -= 1
                 self.reply(status, payload, headers)
 
             def reply(self, status, payload, headers):
@@ -149,7 +158,7 @@ class ChatServer:
             return 429, {"error": {"message": "rate limited", "type": "rate_limit"}}, {"retry-after": "0"}
         if model == "flaky-500" and count <= 1:
             return 500, {"error": {"message": "boom", "type": "server_error"}}, {}
-        if model == "slow":
+        if model in ("slow", "slow-writer"):
             time.sleep(self.slow_seconds)
         return None
 
@@ -191,7 +200,7 @@ class ChatServer:
             return json.dumps({"reward": int(passed), "reason": "names ORD-1234" if passed else "no order id"}), []
         if model == "length":
             return "This reply is cut off because it ran", []
-        if model in ("writer", "half-writer"):
+        if model in ("writer", "half-writer", "slow-writer"):
             # a situation writer: a JSON array of the asked number of first messages, each
             # naming the card's record id; "half-writer" delivers one good message and one
             # that looks like a tool call, whatever was asked

@@ -16,15 +16,17 @@ wave_tokens_floor, wave_tokens_cap)`` tokens (the reference's wave budget for a 
 wave; engine.md §3).
 
 Where we differ from the reference: the reference batches several cards per writer call and
-runs writers in background waves; this writer phrases one card per call, synchronously in
-the planning step, so a slow writer model slows the run (its calls are counted in
-``calls`` and ``seconds``).
+runs writers in background waves; this writer phrases one card per call, and the engine
+writes a round's cards ``writer_concurrency`` at a time while it plans (rollouts already
+submitted keep running), so a slow writer model slows planning by about one call per
+``writer_concurrency`` cards (``calls`` and ``seconds`` count them).
 """
 
 from __future__ import annotations
 
 import json
 import re
+import threading
 import time
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -131,6 +133,7 @@ class ModelWriter:
         self.written = 0  # phrasings the model wrote and the checks accepted
         self.consecutive_errors = 0
         self.gave_up: str | None = None  # why the model stopped being asked, once it has
+        self._lock = threading.Lock()  # the engine writes several cards at once
 
     def _temperature(self, seed: int, situation_id: str) -> float:
         if isinstance(self.temperature, (int, float)):
@@ -139,41 +142,48 @@ class ModelWriter:
         return low + (high - low) * stable_uniform(seed, "writer-temperature", situation_id)
 
     def __call__(self, situation: Any, count: int, seed: int, *, tools: Sequence[Any] = (), drafts: Sequence[Any]) -> list[tuple[str, str | None, dict]]:
-        if self.gave_up is not None:
-            self.fallbacks["writer_gave_up"] += min(count, len(drafts))
+        with self._lock:
+            gave_up = self.gave_up is not None
+            if gave_up:
+                self.fallbacks["writer_gave_up"] += min(count, len(drafts))
+        if gave_up:
             return [(d.text, d.reference, dict(d.persona)) for d in drafts[:count]]
         tool = next((t for t in tools if t.name == situation.dimensions.get("tool")), None)
         messages = [{"role": "system", "content": _SYSTEM}, {"role": "user", "content": _card(situation, tool, drafts[0], count)}]
         sampling = {"temperature": self._temperature(seed, situation.id), "max_tokens": self.max_tokens}
         began = time.perf_counter()
-        self.calls += 1
+        error = None
         try:
             if getattr(self.chat, "accepts_sampling", False):
                 reply = self.chat(messages, [], **sampling)
             else:
                 reply = self.chat(messages, [])
             candidates = _parse(reply)
-            error = None
         except Exception as failure:  # noqa: BLE001 -- a failing writer falls back; the count says so
-            candidates, error = [], type(failure).__name__
-            self.consecutive_errors += 1
-            if self.consecutive_errors >= _ERRORS_TO_GIVE_UP:
-                self.gave_up = f"{_ERRORS_TO_GIVE_UP} calls in a row failed, the last with {error}: {str(failure)[:200]}"
-        else:
-            self.consecutive_errors = 0
-        finally:
-            self.seconds += time.perf_counter() - began
+            candidates, error = [], f"{type(failure).__name__}: {str(failure)[:200]}"
         kept: list[str] = []
+        refused: Counter = Counter()
         for text in candidates:
             reason = _acceptable(text)
             if reason is not None:
-                self.refused[reason] += 1
+                refused[reason] += 1
             elif text not in kept:
                 kept.append(text)
         kept = kept[:count]
-        self.written += len(kept)
-        if len(kept) < count:
-            self.fallbacks[error or ("empty_reply" if not candidates else "too_few")] += count - len(kept)
+        with self._lock:
+            self.calls += 1
+            self.seconds += time.perf_counter() - began
+            self.refused.update(refused)
+            self.written += len(kept)
+            if error is not None:
+                self.consecutive_errors += 1
+                if self.consecutive_errors >= _ERRORS_TO_GIVE_UP and self.gave_up is None:
+                    self.gave_up = f"{_ERRORS_TO_GIVE_UP} calls in a row failed, the last with {error}"
+            else:
+                self.consecutive_errors = 0
+            if len(kept) < count:
+                why = error.split(":", 1)[0] if error else ("empty_reply" if not candidates else "too_few")
+                self.fallbacks[why] += count - len(kept)
         reference = getattr(drafts[0], "reference", None)
         persona = dict(getattr(drafts[0], "persona", {}) or {})
         out = [(text, reference if reference and reference in text else None, persona) for text in kept]

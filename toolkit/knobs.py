@@ -200,6 +200,10 @@ _SPECS: tuple[KnobSpec, ...] = (
     _k("writer_typical_completions", 3, "int", 1, 100, "engine",
        "Phrasings written per candidate situation card, among which selection picks the most novel.",
        "Reference default (completions per card)."),
+    _k("writer_concurrency", 8, "int", 1, 256, "engine",
+       "Model-writer calls in flight at once while a round is planned (simulator='<spec>'); the template writer ignores it.",
+       "Ours (the reference writes in background waves). Eight overlapping cards make a round cost about one card's "
+       "latency per 8 situations, within common hosted rate limits (convention, untested against a real quota)."),
     _k("pool_low_floor", 16, "int", 0, 100_000, "engine",
        "Streaming mode plans the next round when fewer than max(pool_low_floor, min(pool_low_cap, concurrency / pool_low_flight_divisor)) prompts are queued.",
        "Reference default."),
