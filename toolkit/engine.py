@@ -57,9 +57,10 @@ Defaults that differ from the reference (and why):
   gives no cell the 5 copies its copy rule asks for.
 * The default writer is the offline template writer (the reference's default is a hosted
   model; ``report()["offline_defaults"]`` says so). ``simulator="<spec>"`` phrases each card
-  with that model (:mod:`toolkit._model_writer`: one card per call, synchronously in the
-  planning step; the template fills and counts whatever the model does not deliver); a
-  callable ``simulator(situation, n, seed) -> list[str]`` is accepted too.
+  with that model (:mod:`toolkit._model_writer`: one card per call, ``writer_concurrency``
+  calls at a time while a round is planned, where the reference runs background writer
+  waves; the template fills and counts whatever the model does not deliver); a callable
+  ``simulator(situation, n, seed) -> list[str]`` is accepted too.
 """
 
 from __future__ import annotations
