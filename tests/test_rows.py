@@ -18,7 +18,7 @@ import jsonschema
 import numpy as np
 import pandas as pd
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import toolkit as tk
@@ -859,3 +859,73 @@ def test_row_writer_interval_fsyncs_when_the_interval_has_passed(tmp_path, monke
     writer.write(make_row())
     assert len(calls) == 1
     writer.close()
+
+
+# ---------------------------------------------------------------------------------------
+# The compiled validity check (fastjsonschema) against jsonschema itself
+# ---------------------------------------------------------------------------------------
+
+_BROKEN_VALUES = [None, True, 0, -1, 1.5, "", "x", [], [1, 2, 3], ["a", "b"], {}, {"user": "hi"}, {"tool": "t"},
+                  {"tool": "", "arguments": {}}, {"text": 3}, {"note": "no kind"}, "0123456789abcdeg"]  # fmt: skip
+
+
+def _paths(value, prefix=()):
+    yield prefix
+    if isinstance(value, dict):
+        for key, item in value.items():
+            yield from _paths(item, (*prefix, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _paths(item, (*prefix, index))
+
+
+@pytest.fixture(scope="module")
+def simulated_rows():
+    data = tk.simulate(budget=30, progress=False, seed=11, fault_rate=0.5, logprobs=True)
+    return data.rows + data.trajectories + [make_row()]
+
+
+def _jsonschema_says_valid(row):
+    from toolkit import rows as rows_module
+
+    return not list(rows_module._validator().iter_errors(row))
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.data())
+def test_compiled_check_agrees_with_jsonschema_on_broken_rows(simulated_rows, data):
+    from toolkit import rows as rows_module
+
+    fast = rows_module._fast_validator()
+    assert fast is not None
+    row = copy.deepcopy(data.draw(st.sampled_from(simulated_rows)))
+    for _ in range(data.draw(st.integers(1, 3))):
+        path = data.draw(st.sampled_from(list(_paths(row))[1:]))
+        parent = row
+        for part in path[:-1]:
+            parent = parent[part]
+        if data.draw(st.booleans()) and isinstance(parent, dict):
+            del parent[path[-1]]
+        else:
+            parent[path[-1]] = copy.deepcopy(data.draw(st.sampled_from(_BROKEN_VALUES)))
+    assert fast(row) == _jsonschema_says_valid(row)
+
+
+def test_compiled_check_agrees_on_every_simulated_row_and_the_special_rules(simulated_rows):
+    from toolkit import rows as rows_module
+
+    fast = rows_module._fast_validator()
+    assert all(fast(row) and _jsonschema_says_valid(row) for row in simulated_rows)
+    base = make_row(steps=[{"tool": "get_order", "arguments": {"order_id": "A1"}, "result": {}}])
+    cases = {
+        "step naming no kind": {**base, "steps": [{"result": {}}]},
+        "tool without arguments": {**base, "steps": [{"tool": "get_order"}]},
+        "interval of three": {**base, "calibration": {"pass_rate_ci95": [0.1, 0.2, 0.3]}},
+        "interval of strings": {**base, "calibration": {"pass_rate_ci95": ["a", "b"]}},
+        "pass rate above 1": {**base, "calibration": {"pass_rate": 1.5}},
+        "bad prompt sha": {**base, "lineage": {"system_prompt_sha": "0123456789abcdeg"}},
+        "bool reward": {**base, "reward": True},
+    }
+    for name, row in cases.items():
+        assert fast(row) == _jsonschema_says_valid(row), name
+        assert not fast(row), name
