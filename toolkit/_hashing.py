@@ -10,8 +10,9 @@ __all__ = ["canonical_json", "sha256_hex", "stable_hash", "stable_uniform"]
 
 
 # One encoder for every call: ``json.dumps`` with keyword arguments builds a new JSONEncoder
-# each time, and the seeded policy, world and writer hash ~70 values per row (measured: 2.9 us
-# -> 1.1 us per short list, ~9% of offline simulate CPU before). Output is identical.
+# each time, and the seeded policy, world and writer hash ~150 values per row (measured on a
+# four-item list: json.dumps 1.8 us, this encoder 1.2 us, the prebuilt C encoder below 0.43 us;
+# hashing was ~9% of offline simulate CPU before). Output is identical.
 _CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, default=str)
 _encode_string = json.encoder.encode_basestring  # what the encoder above does for a str
 
