@@ -4,7 +4,9 @@
 
 1. offline rows/s (seeded agent, no latency) at concurrency 1 and 32 (target >= 500 rows/s in
    one process), with CPU ms per row (time.process_time) beside the wall clock: the machine
-   may be shared, and CPU time per row separates our cost from the wait for a core;
+   may be shared, and CPU time per row separates our cost from the wait for a core. The
+   seeded agent's rollouts run on the engine's thread (the line prints report()["execution"]):
+   concurrency sets how many are planned and in flight per pass, not a thread count;
 2. an agent that sleeps L = 50 ms per completion at C = 8, 32, 128: rows/s as a share of the
    C / L bound (target >= 90% at C = 32). "end-to-end" is rows / wall time of the whole
    simulate() call (setup and the last, partly idle wave included); "steady" is the landing
@@ -55,7 +57,8 @@ def _timed(agent, budget: int, concurrency: int, executor=None, **options) -> di
     wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
     n = len(data)
     out = {"rows": n, "wall": wall, "cpu_ms": cpu / n * 1000 if n else None, "rate": n / wall if n else 0.0,
-           "stopped": data.stopped_because, "note": "" if n else f" -- no rows: {data.warnings[0] if data.warnings else '?'}"}  # fmt: skip
+           "stopped": data.stopped_because, "execution": data.report().get("execution"),
+           "note": "" if n else f" -- no rows: {data.warnings[0] if data.warnings else '?'}"}  # fmt: skip
     if n >= 20:
         a, b = landed[n // 10], landed[(9 * n) // 10]
         out["steady"] = ((9 * n) // 10 - n // 10) / (b - a) if b > a else None
@@ -105,7 +108,7 @@ def main() -> None:
         cpu = statistics.median(r["cpu_ms"] for r in runs if r["cpu_ms"])
         cpu_bound = 1000 / cpu if cpu else 0
         print(f"  concurrency {c:>3}: best {best['rate']:6.1f} rows/s, median {median:6.1f} rows/s | CPU {cpu:.2f} ms/row "
-              f"(= {cpu_bound:.0f} rows/s on an idle core) | {best['rows']} rows, stopped: {best['stopped']}{best['note']} "
+              f"(= {cpu_bound:.0f} rows/s on an idle core) | {best['rows']} rows, {best['execution']}, stopped: {best['stopped']}{best['note']} "
               f"-> {_verdict(best['rate'] >= OFFLINE_TARGET)}")  # fmt: skip
     print(f"sleeping agent, L = {LATENCY * 1000:.0f} ms per completion (target >= {SHARE_TARGET:.0%} of C/L at C = 32)")
     for c in (8, 32, 128):
