@@ -29,10 +29,11 @@ import re
 import threading
 import time
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from toolkit._hashing import stable_uniform
+from toolkit.agents._protocol import TOOL_CALL_SYNTAX, complete_text
 
 # A writer model that fails this many calls in a row (a bad key, no quota, a dead endpoint:
 # each call already retried by the backend) is not asked again in this run; the template
@@ -41,7 +42,6 @@ _ERRORS_TO_GIVE_UP = 3
 
 # A person's first message: long enough to say something, short enough to be one message.
 _MIN_CHARS, _MAX_CHARS = 3, 600
-_CALL_SYNTAX = re.compile(r"<tool_call>|<function|\"arguments\"\s*:|\{\s*\"name\"\s*:")
 _LIST_MARK = re.compile(r"^\s*(?:[-*\u2022]|\d+[.)])\s*")
 
 _STANCE_MEANING = {
@@ -86,12 +86,10 @@ def _card(situation: Any, tool: Any, draft: Any, count: int) -> str:
     return "\n".join(lines)
 
 
-def _parse(reply: Any) -> list[str]:
+def _parse(text: str | None) -> list[str]:
     """The strings a writer reply holds: a JSON array anywhere in the text, else its lines."""
-    text = reply.get("content") if isinstance(reply, Mapping) else reply
-    if not isinstance(text, str):
+    if not text:
         return []
-    text = re.sub(r"<think>.*?</think>", "", text, flags=re.DOTALL).strip()
     start, end = text.find("["), text.rfind("]")
     if 0 <= start < end:
         try:
@@ -107,7 +105,7 @@ def _acceptable(text: str) -> str | None:
     """Why ``text`` is refused, or None when it is a usable message."""
     if not _MIN_CHARS <= len(text) <= _MAX_CHARS:
         return "length"
-    if _CALL_SYNTAX.search(text):
+    if TOOL_CALL_SYNTAX.search(text):
         return "call_syntax"
     return None
 
@@ -154,11 +152,7 @@ class ModelWriter:
         began = time.perf_counter()
         error = None
         try:
-            if getattr(self.chat, "accepts_sampling", False):
-                reply = self.chat(messages, [], **sampling)
-            else:
-                reply = self.chat(messages, [])
-            candidates = _parse(reply)
+            candidates = _parse(complete_text(self.chat, messages, **sampling))
         except Exception as failure:  # noqa: BLE001 -- a failing writer falls back; the count says so
             candidates, error = [], f"{type(failure).__name__}: {str(failure)[:200]}"
         kept: list[str] = []

@@ -63,6 +63,7 @@ from toolkit._errors import ConfigError, unknown_name_message
 from toolkit._hashing import stable_uniform
 from toolkit._ids import TODAY, WEEKDAYS, dates_in, draw_id, fits_shape, parameter_shapes, places_in, spoken
 from toolkit._results import Result
+from toolkit.agents._protocol import TOOL_CALL_SYNTAX, complete_text
 
 __all__ = [
     "PATIENCE_LEVELS",
@@ -244,8 +245,6 @@ _INTERNAL = re.compile(
 )
 _ASKS_FOR_ID = re.compile(r"\b(id|number|reference|code|locator|sku|order|account|booking)\b", re.IGNORECASE)
 _ID_TOKEN = re.compile(r"\b(?=[A-Za-z0-9_-]*\d)[A-Za-z][A-Za-z0-9_-]*\d[A-Za-z0-9_-]*\b|\b\d{3,}\b")
-_CALL_SYNTAX = re.compile(r"<tool_call>|\"arguments\"\s*:|\bfunction_call\b|<function")
-
 
 def _pick(pool: Mapping[str, Sequence[str]], stance: str, draw: float, said: Sequence[str] = (), **values: str) -> str:
     """One wording of the stance's bank (else the default bank), never one the person already
@@ -565,10 +564,10 @@ class SimulatedUser:
         chat = [{"role": "system", "content": instructions}, {"role": "user", "content": script}]
         for _ in range(2):
             try:
-                reply = self._model(chat, [], temperature=temperature, max_tokens=180) if getattr(self._model, "accepts_sampling", False) else self._model(chat, [])
+                reply = complete_text(self._model, chat, temperature=temperature, max_tokens=180)
             except Exception:  # a failing user model must not lose the rollout: use the template
                 break
-            line = _accept(reply.get("content") if isinstance(reply, Mapping) else reply)
+            line = _accept(reply)
             if line is not None and line.strip() == _LEAVES and not (self.second > 0 or self.later > 0):
                 line = None  # an endless person does not walk away, whatever the model says
             if line is not None:
@@ -577,11 +576,8 @@ class SimulatedUser:
         return template
 
 
-def _accept(text: Any) -> str | None:
-    if not isinstance(text, str):
-        return None
-    text = re.sub(r"<think>.*?</think>", "", text, flags=re.DOTALL).strip()
-    if not text or len(text) > _MAX_LINE_CHARS or _CALL_SYNTAX.search(text) or text.count('"') >= 4:
+def _accept(text: str | None) -> str | None:
+    if not text or len(text) > _MAX_LINE_CHARS or TOOL_CALL_SYNTAX.search(text) or text.count('"') >= 4:
         return None
     return text
 

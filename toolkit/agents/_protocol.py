@@ -42,6 +42,25 @@ __all__ = [
     "message_agent",
 ]
 
+# --------------------------------------------------------------------------------------
+# Plain text from a chat model (a simulated user's line, a writer's phrasings).
+
+_THINK_BLOCK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
+#: Tool-call syntax in what should be plain words: a person or a writer never types it.
+TOOL_CALL_SYNTAX = re.compile(r"<tool_call>|<function|\"arguments\"\s*:|\bfunction_call\b|\{\s*\"name\"\s*:")
+
+
+def complete_text(model: Callable[..., Any], messages: list[dict], **sampling: Any) -> str | None:
+    """Ask a chat model ``model(messages, tools)`` for text: ``sampling`` (temperature,
+    max_tokens) is passed only to a model that takes it (``tk.model_agent``'s agents do); the
+    reply's content without ``<think>`` blocks, stripped, or None when it has no text."""
+    reply = model(messages, [], **sampling) if getattr(model, "accepts_sampling", False) else model(messages, [])
+    text = reply.get("content") if isinstance(reply, Mapping) else reply
+    if not isinstance(text, str):
+        return None
+    return _THINK_BLOCK.sub("", text).strip()
+
+
 #: The two callable shapes an agent may have.
 AGENT_SHAPES = ("chat", "message")
 
