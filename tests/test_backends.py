@@ -1,6 +1,5 @@
 """Model backends against a local protocol server (tests/_chat_server.py): no network."""
 
-import json
 import math
 import re
 import sys

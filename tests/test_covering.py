@@ -223,8 +223,8 @@ def test_required_rows_come_first_and_keep_their_cells():
     array = tk.covering_array(factors, required=required, seed=4)
     rows = array.to_dicts()
     assert array.n_required == 3
-    for given, row in zip(required, rows):
-        assert all(row[k] == v for k, v in given.items())
+    for pinned, row in zip(required, rows):
+        assert all(row[k] == v for k, v in pinned.items())
     assert not brute_force_missing(rows, factors, 2)[0]
 
 

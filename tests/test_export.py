@@ -605,8 +605,8 @@ def test_system_prompt_from_simulation_data_records_and_a_warning_when_lost():
     assert lost.rows[0]["messages"][0]["role"] == "user"
     assert any("system_prompt_sha" in w for w in lost.warnings)
     # SimulationData.system_prompts is a list of {"sha", "text"}; {sha: text} works the same
-    for given in ([{"sha": "abc123", "text": text}], {"abc123": text}):
-        found = tk.training_rows([row], system_prompt=given)
+    for prompts in ([{"sha": "abc123", "text": text}], {"abc123": text}):
+        found = tk.training_rows([row], system_prompt=prompts)
         assert found.rows[0]["messages"][0] == {"role": "system", "content": text}
         assert not any("system_prompt_sha" in w for w in found.warnings)
     with pytest.raises(tk.ExportError, match="system_prompt must be"):

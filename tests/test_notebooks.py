@@ -5,7 +5,6 @@ execution error here is a real failure. ``TOOLKIT_SMALL=1`` asks each notebook f
 small parameters.
 """
 
-import os
 import time
 from pathlib import Path
 

@@ -70,7 +70,6 @@ import gc
 import math
 import queue
 import statistics
-import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Mapping, Sequence
@@ -80,7 +79,7 @@ from typing import Any
 
 import numpy as np
 
-from toolkit._engine_data import RowList, RowStore, SimulationData, load, write_json_atomic
+from toolkit._engine_data import RowStore, SimulationData, load, write_json_atomic
 from toolkit._engine_plan import gap_guided_situations, open_ended_candidates
 from toolkit._errors import ConfigError, unknown_name_message
 from toolkit._hashing import sha256_hex, stable_hash, stable_uniform

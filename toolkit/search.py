@@ -170,9 +170,9 @@ def arm_yields(batch: Sequence[Mapping[str, Any]]) -> dict[str, float]:
     yield = (new signatures + new cells) / rows of that arm."""
     counts: dict[str, list[int]] = {}
     for item in batch:
-        fresh, rows = counts.setdefault(item["arm"], [0, 0]), None
-        fresh[0] += int(bool(item.get("new_signature"))) + int(bool(item.get("new_cell")))
-        fresh[1] += 1
+        tally = counts.setdefault(item["arm"], [0, 0])  # [new signatures + new cells, rows]
+        tally[0] += int(bool(item.get("new_signature"))) + int(bool(item.get("new_cell")))
+        tally[1] += 1
     return {arm: c[0] / c[1] for arm, c in counts.items() if c[1]}
 
 
