@@ -277,28 +277,29 @@ def _describe_error(error: Any) -> tuple[str, str]:
     return path, error.message
 
 
-def _row_problems(row: Any) -> list[str]:
-    """Every problem with ``row`` as 'path: message' strings (empty when it is valid)."""
+def _row_problems(row: Any, *, plain: bool = False) -> list[str]:
+    """Every problem with ``row`` as 'path: message' strings (empty when it is valid).
+    ``plain=True``: the caller already made it plain JSON (:func:`plain_json`)."""
     if not isinstance(row, Mapping):
         return [f"row: expected an object (dict), got {_python_type_word(row)}"]
     if "schema_version" not in row:
         # Version 0: rows written before the stamp load by shape and only need content.
         return [] if len(row) else ["row: expected a non-empty object, got {}"]
-    try:
-        # json.dumps (C speed) is the cheap proof that the row is already plain JSON; only a
-        # row holding numpy numbers or other objects pays for the converting copy.
-        json.dumps(row)
-        plain = row
-    except (TypeError, ValueError):
+    if not plain:
         try:
-            plain = plain_json(row)
-        except RowError as error:
-            return [str(error)]
+            # json.dumps (C speed) is the cheap proof that the row is already plain JSON; only a
+            # row holding numpy numbers or other objects pays for the converting copy.
+            json.dumps(row)
+        except (TypeError, ValueError):
+            try:
+                row = plain_json(row)
+            except RowError as error:
+                return [str(error)]
     fast = _fast_validator()
-    if fast is not None and fast(plain):
+    if fast is not None and fast(row):
         return []
     errors = sorted(
-        _validator().iter_errors(plain),
+        _validator().iter_errors(row),
         key=lambda e: (len(e.absolute_path), [str(p) for p in e.absolute_path], str(e.validator)),
     )
     problems = []
@@ -324,7 +325,10 @@ def validate_row(row: Any) -> None:
     only needs to be a non-empty dict. numpy numbers are checked as the JSON they become.
     A ``bool`` reward is refused: it is not a score (``True`` would count as 1.0 silently).
     """
-    problems = _row_problems(row)
+    _raise_problems(_row_problems(row))
+
+
+def _raise_problems(problems: list[str]) -> None:
     if problems:
         message = problems[0]
         if len(problems) > 1:
@@ -827,7 +831,7 @@ def _prepare(row: Any, where: str = "row") -> dict[str, Any]:
         raise RowError(f"{where}: expected a row (dict), got {_python_type_word(row)}")
     plain = plain_json(row, "row")
     try:
-        validate_row(plain)
+        _raise_problems(_row_problems(plain, plain=True))  # plain already: no second json.dumps
     except RowError as error:
         if where == "row":
             raise
