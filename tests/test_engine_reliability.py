@@ -10,7 +10,7 @@ import sys
 import time
 
 import toolkit as tk
-from toolkit._hashing import stable_uniform
+from toolkit._util.hashing import stable_uniform
 
 TOOLS = str(tk.dataset_path("tools/airline_support.json"))
 

@@ -1,5 +1,5 @@
 import toolkit as tk
-from toolkit._errors import did_you_mean, unknown_name_message
+from toolkit.errors import did_you_mean, unknown_name_message
 
 
 def test_did_you_mean_finds_typo():

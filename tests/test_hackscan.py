@@ -183,7 +183,7 @@ def test_every_regime_has_a_plain_words_reading():
     sentence: no unfilled template field, and the reading names its reason."""
     import re
 
-    from toolkit import hackscan
+    from toolkit.grading import hackscan
 
     assert tuple(hackscan._READINGS) == tk.REGIMES
     base = rollouts(n_asks=12, k=6, seed=9)

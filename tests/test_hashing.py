@@ -9,9 +9,9 @@ import math
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from toolkit import _hashing
-from toolkit._hashing import canonical_json, stable_hash, stable_uniform
-from toolkit._ids import uniform_stream
+from toolkit._util import hashing as _hashing
+from toolkit._util.hashing import canonical_json, stable_hash, stable_uniform
+from toolkit.world._ids import uniform_stream
 
 
 def reference_json(value):

@@ -177,7 +177,7 @@ def test_rewards_from_another_judge_are_not_audited_as_this_one():
 
 
 def test_held_out_halves_flag_a_rubric_fit_to_its_examples():
-    from toolkit._hashing import sha256_hex
+    from toolkit._util.hashing import sha256_hex
 
     rows = []
     for i in range(80):

@@ -1,6 +1,6 @@
 import numpy as np
 
-from toolkit._keys import binary_reward, numeric_reward, task_key
+from toolkit._util.keys import binary_reward, numeric_reward, task_key
 
 
 def test_task_key_prefers_scenario_then_task_then_prompt():

@@ -19,7 +19,7 @@ from matplotlib.figure import Figure
 from scipy.special import comb
 
 import toolkit as tk
-from toolkit.live import ProgressTracker, run_progress
+from toolkit.sim import ProgressTracker, run_progress
 from toolkit.live._render import LiveRenderer, render_png
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -789,7 +789,7 @@ def test_demo_runs_are_paired_scrubbed_v1_rows_regenerated_by_their_script(tmp_p
 
 
 def test_every_schema_field_maps_to_exactly_one_object_attribute():
-    from toolkit import rows as rows_module
+    from toolkit.rows import _views as rows_module
 
     groups = [
         set(rows_module._TASK_DIRECT),
@@ -812,7 +812,7 @@ def test_objects_are_results_with_json_safe_dicts():
 
 
 def test_row_writer_fsync_policies(tmp_path, monkeypatch):
-    import toolkit.rows as rows_module
+    import toolkit.rows._write as rows_module
 
     calls = []
     real_fsync = rows_module.os.fsync
@@ -842,7 +842,7 @@ def test_row_writer_fsync_policies(tmp_path, monkeypatch):
 
 
 def test_row_writer_interval_fsyncs_when_the_interval_has_passed(tmp_path, monkeypatch):
-    import toolkit.rows as rows_module
+    import toolkit.rows._write as rows_module
 
     calls = []
     monkeypatch.setattr(rows_module.os, "fsync", lambda fd: calls.append(fd))
@@ -886,7 +886,7 @@ def simulated_rows():
 
 
 def _jsonschema_says_valid(row):
-    from toolkit import rows as rows_module
+    from toolkit.rows import _schema as rows_module
 
     return not list(rows_module._validator().iter_errors(row))
 
@@ -894,7 +894,7 @@ def _jsonschema_says_valid(row):
 @settings(max_examples=600, deadline=None)
 @given(st.data())
 def test_compiled_check_agrees_with_jsonschema_on_broken_rows(simulated_rows, data):
-    from toolkit import rows as rows_module
+    from toolkit.rows import _schema as rows_module
 
     fast = rows_module._fast_validator()
     assert fast is not None
@@ -912,7 +912,7 @@ def test_compiled_check_agrees_with_jsonschema_on_broken_rows(simulated_rows, da
 
 
 def test_compiled_check_agrees_on_every_simulated_row_and_the_special_rules(simulated_rows):
-    from toolkit import rows as rows_module
+    from toolkit.rows import _schema as rows_module
 
     fast = rows_module._fast_validator()
     assert all(fast(row) and _jsonschema_says_valid(row) for row in simulated_rows)

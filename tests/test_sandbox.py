@@ -302,7 +302,7 @@ def test_plan_for_one_tool_leaves_others_alone():
 
 
 def test_ledger_entries():
-    from toolkit._hashing import stable_hash
+    from toolkit._util.hashing import stable_hash
 
     arguments = {"order_id": "A1"}
     w = world(fault_plan={"*": {"mode": "permission_denied"}})

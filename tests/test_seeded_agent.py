@@ -212,12 +212,16 @@ def test_planted_mistakes_reach_the_row_seeded_list():
     assert honest["seeded"] == []
 
 
-def test_message_shape_call_runs_the_exchange():
+def test_a_string_call_names_the_way_to_run_a_whole_exchange():
+    # The seeded policy is a chat agent; a whole exchange from one message is run_rollout's
+    # job (agents sit below the rollout loop, so the policy does not run one itself).
     agent = tk.seeded_agent(TOOLS, seed=3)
-    result = agent("Where is my order ORD-1234?")
-    assert set(result) == {"steps", "final_text", "seeded"}
-    assert result["final_text"] and result["steps"][-1]["text"] == result["final_text"]
-    assert result == agent("Where is my order ORD-1234?")  # deterministic per seed
+    with pytest.raises(TypeError, match="run_rollout"):
+        agent("Where is my order ORD-1234?")
+    row = tk.run_rollout(agent, "Where is my order ORD-1234?", tools=TOOLS, world=tk.World(TOOLS, seed=3), user=False, seed=3)
+    assert row["final_text"] and row["steps"][-1]["text"] == row["final_text"]
+    again = tk.run_rollout(agent, "Where is my order ORD-1234?", tools=TOOLS, world=tk.World(TOOLS, seed=3), user=False, seed=3)
+    assert again["steps"] == row["steps"]  # deterministic per seed
 
 
 def test_asks_for_an_id_when_none_is_given_and_uses_the_answer():

@@ -1,4 +1,4 @@
-"""Tests for toolkit.tau_bench.read_tau_bench on a small tau-bench-shaped fixture of our own."""
+"""Tests for toolkit.rows.tau_bench.read_tau_bench on a small tau-bench-shaped fixture of our own."""
 
 from __future__ import annotations
 

@@ -183,8 +183,8 @@ def test_a_search_never_goes_from_a_city_to_itself():
 def test_uniform_stream_draws_exactly_what_stable_uniform_draws(prefix, label):
     # The writer's and the seeded policy's draws go through the prefix-hashed stream; it must
     # reproduce stable_uniform bit for bit, or every written prompt and sampled turn changes.
-    from toolkit._hashing import stable_uniform
-    from toolkit._ids import uniform_stream
+    from toolkit._util.hashing import stable_uniform
+    from toolkit.world._ids import uniform_stream
 
     draw = uniform_stream(*prefix)
     assert draw(label) == stable_uniform(*prefix, label)

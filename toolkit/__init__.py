@@ -8,30 +8,20 @@ Keep the imports in dependency order (lower layers first).
 
 import types as _types
 
-from toolkit._errors import ConfigError, KnobError, RowError, SchemaError, ToolkitError
+from toolkit.errors import ConfigError, KnobError, RowError, SchemaError, ToolkitError
 from toolkit._version import __version__
 
-# --- public modules: one star import each -------------------------------------------
+# --- public subpackages, lower layers first ----------------------------------------------
+from toolkit._util.datasets import *  # noqa: F401,F403
 from toolkit.rows import *  # noqa: F401,F403
-from toolkit.tau_bench import *  # noqa: F401,F403
-from toolkit.datasets import *  # noqa: F401,F403
 from toolkit.stats import *  # noqa: F401,F403
-from toolkit.covering import *  # noqa: F401,F403
-from toolkit.tools import *  # noqa: F401,F403
-from toolkit.sandbox import *  # noqa: F401,F403
-from toolkit.situations import *  # noqa: F401,F403
-from toolkit.writer import *  # noqa: F401,F403
+from toolkit.world import *  # noqa: F401,F403
 from toolkit.agents import *  # noqa: F401,F403
-from toolkit.user import *  # noqa: F401,F403
-from toolkit.rollout import *  # noqa: F401,F403
-from toolkit.knobs import *  # noqa: F401,F403
-from toolkit.search import *  # noqa: F401,F403
-from toolkit.conduct import *  # noqa: F401,F403
-from toolkit.engine import *  # noqa: F401,F403
-from toolkit.judge import *  # noqa: F401,F403
+from toolkit.situations import *  # noqa: F401,F403
 from toolkit.logprobs import *  # noqa: F401,F403
-from toolkit.hackscan import *  # noqa: F401,F403
-from toolkit.export import *  # noqa: F401,F403
+from toolkit.grading import *  # noqa: F401,F403
+from toolkit.sim import *  # noqa: F401,F403
+from toolkit.training import *  # noqa: F401,F403
 
 from toolkit import plots  # noqa: F401  (figures: tk.plots.pass_at_k_curve, ...)
 from toolkit.live import *  # noqa: F401,F403

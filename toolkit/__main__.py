@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from toolkit._errors import ToolkitError
+from toolkit.errors import ToolkitError
 from toolkit._version import __version__
 
 

@@ -35,10 +35,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolkit._coerce import as_row_list
-from toolkit._errors import ToolkitError, did_you_mean, unknown_name_message
-from toolkit._keys import binary_reward, task_key
-from toolkit._results import Result, RowsResult
+from toolkit.rows._read import as_row_list
+from toolkit.errors import ToolkitError, did_you_mean, unknown_name_message
+from toolkit._util.keys import binary_reward, task_key
+from toolkit._util.results import Result
+from toolkit.rows._results import RowsResult
 
 __all__ = [
     "LogprobReport",

@@ -4,7 +4,8 @@
   and the chat shape ``fn(messages, tools) -> assistant message``; :func:`agent_shape`,
   :func:`chat_agent`, :func:`message_agent`.
 * :mod:`toolkit.agents.seeded`: :func:`seeded_agent`, a stochastic policy with known
-  probabilities and planted mistakes; :func:`exact_kl`.
+  probabilities and planted mistakes (the exact KL between two of them over whole rollouts is
+  :func:`toolkit.sim.exact_kl`, since it runs rollouts).
 * :mod:`toolkit.agents.backends`: :func:`model_agent` for ``openai:``, ``vllm:``, ``ollama:``
   and ``anthropic:`` specs through the official SDKs.
 
@@ -25,7 +26,7 @@ from toolkit.agents.backends import (
     model_agent,
     parse_model_spec,
 )
-from toolkit.agents.seeded import SEEDED_BEHAVIORS, ExactKL, SeededAgent, TurnOutcome, exact_kl, seeded_agent
+from toolkit.agents.seeded import SEEDED_BEHAVIORS, SeededAgent, TurnOutcome, seeded_agent
 
 __all__ = [
     "AGENT_SHAPES",
@@ -37,8 +38,6 @@ __all__ = [
     "SEEDED_BEHAVIORS",
     "SeededAgent",
     "TurnOutcome",
-    "ExactKL",
-    "exact_kl",
     "seeded_agent",
     "MODEL_SPEC_PREFIXES",
     "BackendError",

@@ -32,7 +32,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from toolkit._errors import ConfigError, ToolkitError
+from toolkit.errors import ConfigError, ToolkitError
 
 __all__ = [
     "AgentShapeError",

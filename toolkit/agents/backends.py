@@ -55,9 +55,9 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from toolkit._errors import ConfigError, ToolkitError, unknown_name_message
-from toolkit._hashing import stable_uniform
-from toolkit._results import Result
+from toolkit.errors import ConfigError, ToolkitError, unknown_name_message
+from toolkit._util.hashing import stable_uniform
+from toolkit._util.results import Result
 from toolkit.agents._protocol import current_turn
 
 __all__ = ["MODEL_SPEC_PREFIXES", "ModelSpec", "parse_model_spec", "BackendError", "ModelAgent", "PromptLogprobs", "model_agent", "default_timeout"]

@@ -63,7 +63,7 @@ What we add, and where we differ
   argument is its own categorical choice over the values the conversation supports, in the
   schema's form: enums from the enum (uniform, values the person's words name 8x as likely);
   dates as ISO dates (``YYYY-MM-DD`` as written, weekday names resolved against a fixed
-  "today", :data:`toolkit._ids.TODAY`); places from "from X to Y" (a three-letter code when
+  "today", :data:`toolkit.world._ids.TODAY`); places from "from X to Y" (a three-letter code when
   the parameter says IATA); references from the ids the person gave and the ids earlier tool
   results listed, keeping only those in the shape the parameter documents ("e.g. SW-1042"),
   newest first with rank weights 6 / 2 / 1, never the same id for two references of one call;
@@ -84,14 +84,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolkit._errors import ConfigError, unknown_name_message
-from toolkit._hashing import canonical_json, sha256_hex, stable_hash
-from toolkit._results import Result
+from toolkit.errors import ConfigError, unknown_name_message
+from toolkit._util.hashing import canonical_json, sha256_hex, stable_hash
+from toolkit._util.results import Result
 from toolkit.agents._protocol import current_turn
-from toolkit._ids import conform_place, dates_in, fits_shape, parameter_shapes, places_in, spoken, uniform_stream
-from toolkit.tools import REFERENCE_PARAMETER_PATTERN, ToolSpec, normalize_tools
+from toolkit.world._ids import conform_place, dates_in, fits_shape, parameter_shapes, places_in, spoken, uniform_stream
+from toolkit.world import REFERENCE_PARAMETER_PATTERN, ToolSpec, normalize_tools
 
-__all__ = ["SeededAgent", "seeded_agent", "TurnOutcome", "ExactKL", "exact_kl", "SEEDED_BEHAVIORS"]
+__all__ = ["SeededAgent", "seeded_agent", "TurnOutcome", "SEEDED_BEHAVIORS"]
 
 #: The planted mistakes of reference §5, in the reference's order.
 SEEDED_BEHAVIORS = ("hedging", "sycophancy", "apology", "boilerplate", "ignore_fault", "leak")
@@ -202,28 +202,6 @@ class TurnOutcome(Result):
         return f"p={self.probability:.4g} ({self.n_tokens} tokens): {_describe(self.message)}"
 
 
-@dataclass(frozen=True)
-class ExactKL(Result):
-    """Exact KL(a || b) in nats, per turn (or per rollout), and per expected token.
-
-    ``kl_per_token = kl / expected_tokens`` is the limit of the sampled estimator
-    ``sum(logprob - ref_logprob) / sum(n_tokens)`` over turns (rollouts) drawn from ``a``.
-    """
-
-    kl: float | None
-    expected_tokens: float
-    kl_per_token: float | None
-    n_outcomes: int
-    scope: str = "turn"
-    note: str | None = None
-
-    def __str__(self) -> str:
-        if self.kl is None:
-            return f"exact KL undefined: {self.note}"
-        return (
-            f"exact KL(a||b) = {self.kl:.6g} nats per {self.scope}, {self.kl_per_token:.6g} per token "
-            f"(E[n_tokens] = {self.expected_tokens:.4g}, {self.n_outcomes} outcomes)"
-        )
 
 
 def _describe(message: Mapping[str, Any]) -> str:
@@ -1019,7 +997,10 @@ class SeededAgent:
 
     def __call__(self, messages: Any, tools: Any = None) -> dict:
         if isinstance(messages, str) and tools is None:
-            return self._run_message(messages)
+            raise TypeError(
+                "a seeded agent is a chat agent: call it with a list of messages, or run it in a world with "
+                "tk.run_rollout(agent, message, tools=..., world=tk.World(tools))"
+            )
         turn_context = current_turn()
         rollout_index = turn_context.rollout_index if turn_context else 0
         privileged = turn_context.privileged if turn_context else None
@@ -1068,13 +1049,6 @@ class SeededAgent:
         )
         return message
 
-    def _run_message(self, message: str) -> dict:
-        from toolkit.rollout import run_rollout
-        from toolkit.sandbox import World
-
-        row = run_rollout(self, message, tools=self.tools, world=World(self.tools, seed=self.seed), user=False, seed=self.seed)
-        return {"steps": row["steps"], "final_text": row["final_text"], "seeded": row.get("seeded", [])}
-
     def score(self, row_or_messages: Any, *, privileged: Mapping[str, Any] | None = None) -> list[float]:
         """log P(turn output | context) under this policy, for every assistant turn, in order.
 
@@ -1112,10 +1086,6 @@ class SeededAgent:
     def score_total(self, row_or_messages: Any, *, privileged: Mapping[str, Any] | None = None) -> float:
         """The whole row's log-probability under this policy (``math.fsum`` of :meth:`score`)."""
         return math.fsum(self.score(row_or_messages, privileged=privileged))
-
-    def kl_to(self, other: SeededAgent, messages: Sequence[Mapping[str, Any]] | None = None, **kwargs: Any) -> ExactKL:
-        """Shorthand for ``exact_kl(self, other, messages, ...)``."""
-        return exact_kl(self, other, messages, **kwargs)
 
 
 # ------------------------------------------------------------------------------- arguments
@@ -1332,125 +1302,3 @@ def seeded_agent(tools: Any, rate: float = 0.35, seed: int = 0, behaviors: Seque
 
 
 # ------------------------------------------------------------------------------- exact KL
-
-
-def _kl_of(outcomes_a: dict[str, dict], outcomes_b: dict[str, dict]) -> tuple[float, list[tuple[str, float, float]]]:
-    terms = []
-    rows = []
-    for key, entry in outcomes_a.items():
-        p = entry["probability"]
-        if key not in outcomes_b:
-            return float("inf"), rows
-        terms.append(p * (entry["logprob"] - outcomes_b[key]["logprob"]))
-        rows.append((key, p, outcomes_b[key]["probability"]))
-    return math.fsum(terms), rows
-
-
-def exact_kl(
-    policy_a: SeededAgent,
-    policy_b: SeededAgent,
-    messages: Sequence[Mapping[str, Any]] | None = None,
-    *,
-    prompt: str | None = None,
-    tools: Any = None,
-    world_factory: Callable[[], Any] | None = None,
-    privileged: Mapping[str, Any] | None = None,
-    max_turns: int = 15,
-    max_paths: int = 50_000,
-) -> ExactKL:
-    """Exact KL(policy_a || policy_b) between two seeded policies, by enumerating choice trees.
-
-    * ``exact_kl(a, b, messages)``: one turn at the context ``messages`` (OpenAI-style list):
-      KL = Σ_o p_a(o) log(p_a(o) / p_b(o)) over the turn's outputs o.
-    * ``exact_kl(a, b, prompt=..., world_factory=lambda: tk.World(tools, seed=0))``: a whole
-      rollout without a simulated user (``run_rollout(..., user=False)``), the world rebuilt and
-      replayed for every branch. The world and the prompt are the same for both policies, so the
-      KL of the trajectory distributions is E_a[Σ_t log p_a(o_t|h_t) - log p_b(o_t|h_t)]: the
-      environment's factors cancel (the chain rule of KL).
-
-    ``kl_per_token`` = kl / E_a[n_tokens] is what ``sum(logprob - ref_logprob) / sum(n_tokens)``
-    over many rollouts of ``a`` scored by ``b`` converges to. KL is ``inf`` (with a note) when
-    ``a`` can produce an output ``b`` cannot.
-    """
-    for name, policy in (("policy_a", policy_a), ("policy_b", policy_b)):
-        if not isinstance(policy, SeededAgent):
-            raise TypeError(f"{name} must be a tk.seeded_agent(...) policy; got {type(policy).__name__}")
-    if messages is not None:
-        ctx = _read_context(messages, privileged)
-        outcomes_a = policy_a._outcomes(ctx)
-        outcomes_b = policy_b._outcomes(ctx)
-        kl, _ = _kl_of(outcomes_a, outcomes_b)
-        expected = math.fsum(
-            entry["probability"] * len(policy_a._render(entry["output"], ctx, 0)[1]) for entry in outcomes_a.values()
-        )
-        return _make_kl(kl, expected, len(outcomes_a), "turn")
-    if prompt is None:
-        raise ConfigError("exact_kl needs either messages (one turn) or prompt= (a whole rollout)")
-    if world_factory is None:
-        raise ConfigError("exact_kl(prompt=...) needs world_factory=, a callable returning a fresh World per branch")
-    return _rollout_kl(policy_a, policy_b, prompt, tools if tools is not None else policy_a.tools, world_factory, privileged, max_turns, max_paths)
-
-
-def _make_kl(kl: float, expected_tokens: float, n_outcomes: int, scope: str) -> ExactKL:
-    if math.isinf(kl):
-        return ExactKL(None, expected_tokens, None, n_outcomes, scope, "policy_a produces an output policy_b gives probability 0 (KL is infinite)")
-    per_token = kl / expected_tokens if expected_tokens > 0 else None
-    return ExactKL(kl, expected_tokens, per_token, n_outcomes, scope, None)
-
-
-class _BranchPoint(Exception):
-    def __init__(self, messages: list[dict]) -> None:
-        super().__init__("branch point")
-        self.messages = messages
-
-
-class _ForcedAgent:
-    """Replays a fixed list of outputs, then stops the rollout at the next turn to branch."""
-
-    agent_shape = "chat"
-
-    def __init__(self, forced: list[dict]) -> None:
-        self.forced = forced
-        self.turn = 0
-
-    def __call__(self, messages: list[dict], tools: Any) -> dict:
-        if self.turn < len(self.forced):
-            message = copy.deepcopy(self.forced[self.turn])
-            self.turn += 1
-            return message
-        raise _BranchPoint([dict(m) for m in messages])
-
-
-def _rollout_kl(a: SeededAgent, b: SeededAgent, prompt: str, tools: Any, world_factory: Callable[[], Any], privileged: Any, max_turns: int, max_paths: int) -> ExactKL:
-    from toolkit.rollout import LostRollout, run_rollout
-
-    kl_terms: list[float] = []
-    token_terms: list[float] = []
-    leaves = 0
-    # Depth-first over (forced outputs, probability of reaching them under a).
-    stack: list[tuple[list[dict], float]] = [([], 1.0)]
-    while stack:
-        forced, reach = stack.pop()
-        agent = _ForcedAgent(forced)
-        try:
-            run_rollout(agent, prompt, tools=tools, world=world_factory(), user=False, max_turns=max_turns, privileged=privileged, on_lost="raise", timeout=None)
-            leaves += 1
-            if leaves > max_paths:
-                raise ConfigError(f"exact_kl: more than max_paths={max_paths} rollout paths; raise max_paths or shorten max_turns")
-            continue
-        except LostRollout as lost:
-            branch = lost.exception
-            if not isinstance(branch, _BranchPoint):
-                raise
-        ctx = _read_context(branch.messages, privileged)
-        outcomes_a = a._outcomes(ctx)
-        outcomes_b = b._outcomes(ctx)
-        for key, entry in outcomes_a.items():
-            p = entry["probability"]
-            if key not in outcomes_b:
-                return _make_kl(float("inf"), 0.0, leaves, "rollout")
-            message, tokens, _ = a._render(entry["output"], ctx, 0)
-            kl_terms.append(reach * p * (entry["logprob"] - outcomes_b[key]["logprob"]))
-            token_terms.append(reach * p * len(tokens))
-            stack.append((forced + [message], reach * p))
-    return _make_kl(math.fsum(kl_terms), math.fsum(token_terms), leaves, "rollout")

@@ -2,7 +2,7 @@
 running KL to a reference policy as rows land; ``tk.run_progress`` recomputes the same
 curves from saved rows; ``tk.plots.run_progress_figure`` draws them.
 
-Modules: ``_progress`` (the statistics as rows arrive), ``_render`` (the renderer thread
+Modules: :mod:`toolkit.sim.progress` (the statistics as rows arrive), ``_render`` (the renderer thread
 that turns them into PNG frames within a CPU budget), ``dashboard`` (the widgets).
 
 Where we differ from the reference notebooks (jupyter.md, engine.md): live frames are
@@ -14,7 +14,6 @@ when reference scoring cannot keep up, KL is computed over a seeded random sampl
 landed rows (the legend says how many), not over the first rows that landed.
 """
 
-from toolkit.live._progress import ProgressPoint, ProgressTracker, RunProgress, run_progress
 from toolkit.live.dashboard import Dashboard, DashboardBusy
 
-__all__ = ["Dashboard", "DashboardBusy", "ProgressPoint", "ProgressTracker", "RunProgress", "run_progress"]
+__all__ = ["Dashboard", "DashboardBusy"]

@@ -31,7 +31,8 @@ import time
 import traceback
 from collections.abc import Callable
 
-from toolkit.live._progress import FINAL_RESAMPLES, ProgressPoint, ProgressTracker
+from toolkit.sim.progress import FINAL_RESAMPLES
+from toolkit.sim import ProgressPoint, ProgressTracker
 
 # Figure size and resolution of a live frame: 7.5 x 3.6 in at 80 dpi is 600 x 288 px, wide
 # enough for two readable panels in a notebook cell and half the pixels of 110 dpi.

@@ -40,8 +40,9 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from toolkit._errors import ConfigError, KnobError, ToolkitError, unknown_name_message
-from toolkit.live._progress import FINAL_RESAMPLES, ProgressTracker, RunProgress, run_progress
+from toolkit.errors import ConfigError, KnobError, ToolkitError, unknown_name_message
+from toolkit.sim.progress import FINAL_RESAMPLES
+from toolkit.sim import ProgressTracker, RunProgress, run_progress
 from toolkit.live._render import LiveRenderer
 
 __all__ = ["Dashboard", "DashboardBusy"]
@@ -65,13 +66,13 @@ class DashboardBusy(ToolkitError):
 
 
 def _simulate():
-    from toolkit.engine import simulate
+    from toolkit.sim import simulate
 
     return simulate
 
 
 def _knobs():
-    from toolkit.knobs import RunKnobs
+    from toolkit.sim import RunKnobs
 
     return RunKnobs
 
@@ -79,7 +80,7 @@ def _knobs():
 def _mode_k(mode: str) -> int | None:
     """The k (repeats) a mode schedules by default: the engine's ``MODES`` table
     (mode -> (n, k, repeat policy, fault_rate, unique))."""
-    from toolkit.engine import MODES
+    from toolkit.sim import MODES
 
     preset = MODES.get(mode)
     return int(preset[1]) if preset else None

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from toolkit._errors import ConfigError
+from toolkit.errors import ConfigError
 from toolkit.plots._style import CYCLE, PALETTE, interval_band, new_figure
 
 __all__ = ["coverage_heatmap", "coverage_curves", "design_sizes"]
@@ -20,12 +20,12 @@ def coverage_heatmap(report_or_rows: Any, factors: Mapping[str, Sequence] | None
                      constraints: Any = None, title: str | None = None):
     """Share of each factor pair's value combinations that the rows cover (k x k grid).
 
-    ``report_or_rows``: a strength-2 :class:`~toolkit.covering.CoverageReport`, a
+    ``report_or_rows``: a strength-2 :class:`~toolkit.situations.covering.CoverageReport`, a
     ``CoveringArray``, or rows accepted by :func:`toolkit.coverage` (then ``factors`` and
     ``constraints`` are passed on). Cells read "covered/planned"; a pair with nothing planned
     is grey.
     """
-    from toolkit.covering import CoverageReport, coverage
+    from toolkit.situations import CoverageReport, coverage
 
     report = report_or_rows
     if not isinstance(report, CoverageReport):
@@ -76,7 +76,7 @@ def _sequential_cmap():
 def coverage_curves(*curves, title: str | None = None, log_x: bool = False):
     """Coverage (= chance to trigger a random t-factor bug) against the number of rows.
 
-    Takes :class:`~toolkit.covering.CoverageCurve` objects; random-design curves draw their
+    Takes :class:`~toolkit.situations.covering.CoverageCurve` objects; random-design curves draw their
     2.5-97.5% band and, dashed, the closed-form expectation.
     """
     if not curves:

@@ -33,7 +33,7 @@ def pass_rate_vs_fault_rate(
     drawn without an interval (pass_at returns none and says why). With several agents the points
     are dodged sideways by about 0.01 so their intervals do not overlap.
     """
-    from toolkit.stats import pass_at
+    from toolkit.stats.passk import pass_at
 
     if not isinstance(runs, Mapping) or not runs:
         raise ValueError("runs must be a non-empty mapping {label: {fault_rate: rows}}")

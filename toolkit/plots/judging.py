@@ -38,8 +38,8 @@ def kl_by_task(
     Rows with no reference logprob raise :class:`toolkit.LogprobError` saying how to get one."""
     from scipy.stats import bootstrap
 
-    from toolkit._coerce import as_row_list
-    from toolkit._keys import task_key
+    from toolkit.rows._read import as_row_list
+    from toolkit._util.keys import task_key
     from toolkit.logprobs import LogprobError, _reference_values, _row_totals, mean_kl
 
     source = as_row_list(rows)
@@ -146,7 +146,7 @@ def rl_band(selection: Any, *, width: float = 5.0, height: float = 2.8) -> Figur
     """Each group's pass rate (one dot per task, jittered vertically by a fixed hash) with the
     band ``select_for_rl`` kept shaded: kept groups in blue, dropped ones coloured by the
     reason they were dropped. ``selection`` is an ``RLSelection``."""
-    from toolkit._hashing import stable_uniform
+    from toolkit._util.hashing import stable_uniform
 
     rates = selection.group_pass_rates
     lo, hi = selection.band

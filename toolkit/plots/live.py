@@ -26,7 +26,7 @@ def _progress_points(progress: Any) -> tuple:
         return tuple(progress.points)
     if isinstance(progress, (list, tuple)) and (not progress or hasattr(progress[0], "n_rows")):
         return tuple(progress)
-    from toolkit.live import run_progress
+    from toolkit.sim import run_progress
 
     return tuple(run_progress(progress).points)
 

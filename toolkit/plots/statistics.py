@@ -20,7 +20,7 @@ __all__ = ["pass_at_k_curve", "delta_forest", "bias_study_figure", "coverage_stu
 
 def _as_pass_at(value: Any, seed: int):
     """A ``PassAt`` from rows, or the result itself when one is given."""
-    from toolkit.stats import pass_at
+    from toolkit.stats.passk import pass_at
 
     if hasattr(value, "curve") and hasattr(value, "pass_at_1"):
         return value

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from toolkit._hashing import stable_uniform
+from toolkit._util.hashing import stable_uniform
 from toolkit.plots._style import PALETTE, new_figure
 
 __all__ = ["whatif_figure"]

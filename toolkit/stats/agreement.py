@@ -34,10 +34,10 @@ from typing import Any
 
 from scipy.special import ndtri
 
-from toolkit._coerce import as_row_list
-from toolkit._errors import ConfigError, did_you_mean
-from toolkit._keys import binary_reward
-from toolkit._results import Result
+from toolkit.rows._read import as_row_list
+from toolkit.errors import ConfigError, did_you_mean
+from toolkit._util.keys import binary_reward
+from toolkit._util.results import Result
 
 __all__ = ["wilson", "WilsonInterval", "judge_agreement", "JudgeAgreement"]
 

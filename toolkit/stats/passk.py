@@ -37,10 +37,10 @@ from typing import Any
 
 import numpy as np
 
-from toolkit._coerce import as_row_list
-from toolkit._errors import ConfigError
-from toolkit._keys import REWARD_FIELDS, binary_reward, task_key
-from toolkit._results import Result
+from toolkit.rows._read import as_row_list
+from toolkit.errors import ConfigError
+from toolkit._util.keys import REWARD_FIELDS, binary_reward, task_key
+from toolkit._util.results import Result
 from toolkit.stats.resampling import MIN_UNITS_FOR_INTERVAL, _check_count, _check_level, _generator, bootstrap_ci
 
 __all__ = [

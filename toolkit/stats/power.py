@@ -52,8 +52,8 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.stats import norm
 
-from toolkit._errors import ConfigError
-from toolkit._results import Result
+from toolkit.errors import ConfigError
+from toolkit._util.results import Result
 
 __all__ = ["holdout_size", "HoldoutSize", "detectable_effect", "DetectableEffect"]
 
@@ -192,7 +192,7 @@ def _spread(
         raise ConfigError("after= needs before= as well (the paired sd comes from both runs)")
     if before is not None:
         # Local import: compare imports this module for tasks_needed.
-        from toolkit.stats.compare import _per_task_rates
+        from toolkit.stats._metrics import _per_task_rates
 
         before_rates = _per_task_rates(before, "before")
         if before_rates:

@@ -69,8 +69,8 @@ from typing import Any, NamedTuple
 import numpy as np
 from scipy.special import ndtr, ndtri
 
-from toolkit._errors import ConfigError, unknown_name_message
-from toolkit._results import Result
+from toolkit.errors import ConfigError, unknown_name_message
+from toolkit._util.results import Result
 
 __all__ = [
     "bootstrap_ci",

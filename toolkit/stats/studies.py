@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from toolkit._results import Result
+from toolkit._util.results import Result
 from toolkit.stats.agreement import wilson
 from toolkit.stats.passk import pass_at_k_estimate
 from toolkit.stats.resampling import bootstrap_ci, sign_flip_test

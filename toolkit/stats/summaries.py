@@ -22,10 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from toolkit._coerce import as_row_list
-from toolkit._errors import ConfigError, unknown_name_message
-from toolkit._keys import binary_reward, numeric_reward, task_key
-from toolkit._results import Result
+from toolkit.rows._read import as_row_list
+from toolkit.errors import ConfigError, unknown_name_message
+from toolkit._util.keys import binary_reward, numeric_reward, task_key
+from toolkit._util.results import Result
 from toolkit.stats.passk import pass_at
 from toolkit.stats.resampling import MIN_UNITS_FOR_INTERVAL, _check_count, _check_level, bootstrap_ci
 

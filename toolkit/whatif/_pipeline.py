@@ -8,7 +8,7 @@ import sys
 from collections import defaultdict
 from typing import Any
 
-from toolkit._hashing import sha256_hex
+from toolkit._util.hashing import sha256_hex
 from toolkit._version import __version__
 from toolkit.whatif.cache import CacheCorruption, CacheLockUnavailable, ScoreCache, resolve_cache_mode
 from toolkit.whatif.config import ForensicAffirmationError, WhatIfConfig, WhatIfConfigError, load_config
@@ -42,7 +42,7 @@ def resolve_profile(config: WhatIfConfig, requested: str | None) -> str:
             "with a forensic_acknowledgment block (accepted_by, accepted_at, reason)"
         )
     if requested not in ("default", "review", "minimal", "forensic"):
-        from toolkit._errors import unknown_name_message
+        from toolkit.errors import unknown_name_message
 
         raise WhatIfConfigError(unknown_name_message("profile", requested, ("default", "review", "minimal", "forensic")))
     return requested

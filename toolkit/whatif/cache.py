@@ -46,7 +46,7 @@ import socket
 from pathlib import Path
 from typing import Any
 
-from toolkit._hashing import canonical_json, sha256_hex
+from toolkit._util.hashing import canonical_json, sha256_hex
 
 __all__ = ["ScoreCache", "CacheLockUnavailable", "CacheCorruption", "resolve_cache_mode", "CACHE_KEY_VERSION"]
 

@@ -13,7 +13,7 @@ import datetime as _dt
 import json
 import sys
 
-from toolkit._errors import ToolkitError
+from toolkit.errors import ToolkitError
 
 __all__ = ["HELP", "add_arguments"]
 

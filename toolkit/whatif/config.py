@@ -4,7 +4,7 @@ Every model forbids unknown keys (``extra="forbid"``) and runs in strict mode (a
 is not a bool, ``"5"`` is not an int; an int still loads as a float, so ``replay_seconds: 60``
 is ``60.0``). Validation errors are gathered into one :class:`WhatIfConfigError` with one
 block per problem: the dotted path, what was expected, a hint for range errors, and for an
-unknown key the nearest valid sibling name (``toolkit._errors.did_you_mean``).
+unknown key the nearest valid sibling name (``toolkit.errors.did_you_mean``).
 
 Sections ``source``, ``target``, ``selection``, ``change``, ``scorer`` are required;
 ``decision``, ``reporting``, ``timeouts`` are required as keys but every field in them has a
@@ -32,8 +32,8 @@ from typing import Any, Literal, Union
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from toolkit._errors import ConfigError, did_you_mean
-from toolkit._hashing import canonical_json, sha256_hex
+from toolkit.errors import ConfigError, did_you_mean
+from toolkit._util.hashing import canonical_json, sha256_hex
 
 __all__ = [
     "WhatIfConfig",

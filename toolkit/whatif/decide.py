@@ -41,7 +41,7 @@ import statistics
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from toolkit._results import Result
+from toolkit._util.results import Result
 
 __all__ = [
     "FLOOR",

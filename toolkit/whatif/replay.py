@@ -37,7 +37,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from toolkit._hashing import canonical_json
+from toolkit._util.hashing import canonical_json
 
 __all__ = [
     "TraceInput",
@@ -139,7 +139,7 @@ class FailureRecord:
     details: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        from toolkit._results import json_safe
+        from toolkit._util.results import json_safe
 
         return {f.name: json_safe(getattr(self, f.name)) for f in dataclasses.fields(self)}
 

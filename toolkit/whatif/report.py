@@ -26,9 +26,9 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from toolkit._errors import ToolkitError
-from toolkit._hashing import sha256_hex
-from toolkit._results import Result, json_safe
+from toolkit.errors import ToolkitError
+from toolkit._util.hashing import sha256_hex
+from toolkit._util.results import Result, json_safe
 from toolkit.whatif.decide import SEVERITY_RANK, CohortResult, Finding, FloorFailure, Policy
 
 __all__ = [

@@ -31,7 +31,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from toolkit._hashing import canonical_json, sha256_hex
+from toolkit._util.hashing import canonical_json, sha256_hex
 from toolkit.whatif.cache import ScoreCache
 from toolkit.whatif.replay import FailureRecord, _cut, is_async_callable, run_bounded
 from toolkit.whatif.sources import resolve_reference

@@ -39,8 +39,9 @@ import urllib.request
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from toolkit._errors import ToolkitError
-from toolkit._hashing import canonical_json, stable_uniform
+from toolkit.errors import ToolkitError
+from toolkit._util.hashing import canonical_json, stable_uniform
+from toolkit.rows import read_rows, read_tau_bench
 
 __all__ = ["Trace", "ToolRecord", "CohortSelectionResult", "SetupError", "load_traces", "select_cohorts", "stub_traces", "resolve_reference"]
 
@@ -265,8 +266,6 @@ def _trace_from_row(row: Mapping[str, Any], position: int, label_field: str | No
 
 
 def _jsonl_traces(source) -> list[Trace]:
-    import toolkit as tk
-
     path = source.option("path")
     if not os.path.exists(path):
         where = "" if os.path.isabs(path) else f" (relative paths resolve against the current directory {os.getcwd()})"
@@ -283,7 +282,7 @@ def _jsonl_traces(source) -> list[Trace]:
         # tau-bench result files are one JSON array; rows files are JSON lines of objects
         fmt = "tau_bench" if head == "[" else "rows"
     try:
-        rows = tk.read_tau_bench(path) if fmt == "tau_bench" else tk.read_rows(path)
+        rows = read_tau_bench(path) if fmt == "tau_bench" else read_rows(path)
     except ToolkitError as error:
         raise SetupError(f"source.path {path!r}: {error}") from None
     except (OSError, UnicodeDecodeError) as error:

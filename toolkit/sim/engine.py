@@ -1,0 +1,1827 @@
+"""``tk.simulate()``: an agent definition in, graded-ready rows out (reference engine.md §1-§3).
+
+One call: axes and the covering grid of situations (:mod:`toolkit.situations`) -> the search
+decides, round by round, which situations and phrasings run next (five arms,
+:mod:`toolkit.sim.search`) -> the template writer words them (:mod:`toolkit.situations.writer`) -> each
+rollout runs on an executor (:func:`toolkit.run_rollout`: agent, simulated person, sandbox
+world) -> rows are scrubbed and streamed (:class:`toolkit.RowWriter`), graded beside the loop
+when a grader is given, and fed back into the search (signatures, cells, failures).
+
+Scheduling. Work is planned in rounds of ``per_round`` rows (independent of ``concurrency``).
+``reproducible=True`` (and always at ``concurrency=1``) is round-synchronous: a round is
+submitted, every rollout of it lands, the results are processed in plan order, then the next
+round is planned -- so the same seed gives the same rows at any concurrency and in any
+process. Otherwise the loop streams: it keeps ``concurrency`` rollouts running, processes
+rows as they land and plans the next round when the queue runs low (pool_low_* knobs). Once
+a row has landed it submits up to ``2 x concurrency`` rollouts, so a worker that finishes
+starts the next one from the pool's queue without waiting for the loop (which may be
+planning); finished rollouts report to one completion queue, so collecting costs O(1) per
+row however many are in flight (``cf.wait`` over every in-flight future was O(in flight)).
+Measured with an agent sleeping 50 ms per call at concurrency 32: 44% of the C/L bound
+before, >= 90% after (``benchmarks/bench_engine.py``).
+
+Memory. Rows are kept compactly (:class:`toolkit.sim.data.RowStore`: one compressed
+pickle per row; the trajectory is kept as its difference from the written row) and decoded
+when ``data.rows`` / ``data.trajectories`` are first read; groups that reached k are dropped
+once nothing can add to them (single eval run); novelty compares against a fixed window of
+recent prompts (:class:`toolkit.NoveltyIndex`). A streamed run's memory grows by ~1.5 KB
+per row instead of ~15 KB (two dict copies per row plus every group).
+
+Output durability. ``output=`` / ``checkpoint=`` rows go through :class:`toolkit.RowWriter`
+with ``fsync="interval"`` (1 s): each row is written to the kernel before it counts as landed
+(``on_row``, ``data.rows``), so a killed process loses none; an OS crash or power loss can
+lose at most the last second of rows. ``report()["output_durability"]`` says so. The per-row
+fsync of the writer's default cost ~4 ms per row here, more than the rest of the row.
+
+Defaults that differ from the reference (and why):
+
+* Offline by default. Where the reference's default is a hosted model (agent, writer, user),
+  ours is the embedded offline path: the seeded agent on the shipped airline tool set, the
+  template writer and the template user; ``report()["offline_defaults"]`` says so.
+* ``mode="sft"`` uses ``repeat_policy="fixed"``: every prompt gets k rollouts (the reference's
+  sft gave extra rollouts only to failure-worthy prompts, so k=4 was not guaranteed, §11).
+* Zero arm yield is a fixed point of the arm update (:func:`toolkit.update_arm_weights`);
+  every batch's yields are recorded in ``search["arm_history"]``.
+* Delivered fault share is measured against the world's ledger (injected faults), over rows
+  whose situation asked for a fault and whose agent called a tool (a rollout that calls no
+  tool never meets one), and warned about only when the caller named ``fault_rate``.
+* A named ``avg_turns`` warns when conversations average under half of it (thread length =
+  2 x user turns); the reference compared user turns with half of avg_turns, which is the most
+  the person may speak, so it fired on nearly every run.
+* ``until="saturation"`` stops when every planned grid cell has ``copies_needed`` rows (one
+  row under unique situations, which never give a cell a second), after
+  ``saturation_flat_batches`` flat batches (fresh share under ``saturation_fresh_share``), or
+  when pairwise coverage of the planned grid gains no pair for ``saturation_flat_batches``
+  batches in a row. The reference's flat-batch rule alone never fired offline: behaviour
+  signatures stay fresh (30-50% of an sft batch after 3,000 rows) and a unique-situation run
+  gives no cell the 5 copies its copy rule asks for.
+* The default writer is the offline template writer (the reference's default is a hosted
+  model; ``report()["offline_defaults"]`` says so). ``simulator="<spec>"`` phrases each card
+  with that model (:mod:`toolkit.situations.model_writer`: one card per call, ``writer_concurrency``
+  calls at a time while a round is planned, where the reference runs background writer
+  waves; the template fills and counts whatever the model does not deliver); a callable
+  ``simulator(situation, n, seed) -> list[str]`` is accepted too.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import gc
+import math
+import queue
+import statistics
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from toolkit.sim.data import RowStore, SimulationData, load, write_json_atomic
+from toolkit.sim.planner import gap_guided_situations, open_ended_candidates
+from toolkit.errors import ConfigError, unknown_name_message
+from toolkit._util.hashing import sha256_hex, stable_hash, stable_uniform
+from toolkit.situations.model_writer import ModelWriter
+from toolkit.agents.backends import ModelAgent, model_agent
+from toolkit._util.results import json_safe
+from toolkit.sim.knobs import RunKnobs
+from toolkit.sim.search import (
+    ARM_CAPS,
+    ARM_FLOORS,
+    ARMS,
+    START_ARM_WEIGHTS,
+    SuccessiveAllocator,
+    behavior_signature,
+    failure_aim,
+    NoveltyIndex,
+    make_embedder,
+    mutate_prompt,
+    region_weight,
+    update_arm_weights,
+)
+
+__all__ = ["simulate", "SimulationData", "load", "MODES", "REPEAT_POLICIES"]
+
+#: mode -> (n phrasings, k repeats, repeat policy, fault_rate, unique situations) (§2.2)
+MODES = {
+    "explore": (1, 1, "none", 0.5, True),
+    "sft": (3, 4, "fixed", 0.5, False),
+    "rl": (1, 8, "successive", 0.8, False),
+    "adaptive": (3, 2, "adaptive", 0.5, False),
+}
+REPEAT_POLICIES = ("none", "adaptive", "successive", "fixed", "unique")
+_UNTIL = {"compute": "compute", "budget_only": "compute", "budget": "compute", "time": "compute", "saturation": "saturation", "first": "saturation"}
+_REGION_COEFFICIENTS = {"rl": (0.25, 0.25, 0.15, 0.35)}  # reference §3.2: behaviour gap leads under rl
+_DEFAULT_REGION_COEFFICIENTS = (0.35, 0.35, 0.20, 0.10)
+#: output=/checkpoint= rows are fsynced at least this often (RowWriter fsync="interval"); an OS
+#: crash or power loss can cost at most the last second of rows, a killed process none.
+_OUTPUT_FSYNC_INTERVAL_S = 1.0
+_OUTPUT_DURABILITY = (
+    "every landed row is written to the kernel before it counts (a killed process loses none); "
+    f"fsync at least every {_OUTPUT_FSYNC_INTERVAL_S:g} s and at the end, so an OS crash or power loss "
+    f"can lose at most the rows of the last {_OUTPUT_FSYNC_INTERVAL_S:g} s"
+)
+# Enough for several rounds of candidates (per_round x select_oversample x phrasings is ~300)
+# while bounded: 4096 x 256 float32 = 4 MB.
+_VECTOR_CACHE_SIZE = 4096
+_RISKY_STANCES = frozenset({"boundary", "adversarial", "conflicting"})
+_PARAMETERS = (
+    "agent", "spec", "tools", "system_prompt", "policy", "situations", "traces", "tasks", "runs", "grader", "execute",
+    "requests_per_situation", "phrasings", "n", "rollouts_per_request", "repeats", "rollouts_per_prompt", "repeat_policy",
+    "unique_situations", "unique", "mode", "fault_rate", "risk", "hard_share", "reproducible", "budget", "time_budget",
+    "until", "logprobs", "sampling", "simulator", "user_model", "timeout", "grade", "llm_grade", "output", "advanced",
+    "seed", "concurrency", "patience", "avg_turns", "max_turns", "executor", "checkpoint", "on_row", "on_progress",
+    "progress", "stop",
+)  # fmt: skip
+
+
+def _alias(names_values: Sequence[tuple[str, Any]]) -> Any:
+    given = [(n, v) for n, v in names_values if v is not None]
+    if len({repr(v) for _, v in given}) > 1:
+        shown = ", ".join(f"{n}={v!r}" for n, v in given)
+        raise ConfigError(f"aliases disagree: {shown}; pass one of them")
+    return given[0][1] if given else None
+
+
+def _check_int(name: str, value: Any, lo: int, allow_none: bool = True) -> int | None:
+    if value is None and allow_none:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or value < lo:
+        raise ConfigError(f"{name} must be an integer >= {lo}; got {value!r}")
+    return value
+
+
+def _check_share(name: str, value: Any) -> float | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= float(value) <= 1.0:
+        raise ConfigError(f"{name} must be a number in [0, 1]; got {value!r}")
+    return float(value)
+
+
+# ----------------------------------------------------------------------------------------
+# Work items and the rollout task
+# ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Group:
+    key: str
+    situation: Any
+    prompt: str
+    reference: str | None
+    persona: Mapping[str, Any]
+    arm: str
+    reason: str
+    parent_id: str | None
+    k: int
+    eval_run: int = 0
+    world_state: str | None = None
+    fault_plan: Mapping[str, Any] | None = None
+    replay: Mapping[str, Any] | None = None
+    next_index: int = 0
+    landed: int = 0
+    lost_attempts: dict = field(default_factory=dict)
+    labels: list = field(default_factory=list)
+    novelty: float = 1.0
+
+
+@dataclass
+class _Item:
+    order: int
+    group: _Group
+    rollout_index: int
+    attempt: int = 0
+
+
+def _rollout_task(job: dict) -> dict:
+    """Run one rollout (and the grader) -- module level so any executor can run it."""
+    from toolkit.sim.rollout import run_rollout
+    from toolkit.world import World
+    from toolkit.situations import world_for
+
+    situation = job["situation"]
+    if job.get("fault_plan") is not None or job.get("execute") is not None:
+        world = World(job["tools"], options=job["world_options"], seed=job["seed"], world_state=job.get("world_state"),
+                      fault_plan=job.get("fault_plan") or {}, execute=job.get("execute"))  # fmt: skip
+    elif situation is not None:
+        world = world_for(situation, job["tools"], fault_rate=job["fault_rate"], seed=job["seed"], key=job["prompt"], options=job["world_options"])
+    else:
+        world = World(job["tools"], options=job["world_options"], seed=job["seed"])
+    row = run_rollout(
+        job["agent"], job["prompt"], tools=job["tools"], world=world, user=job["user"], situation=situation,
+        system_prompt=job["system_prompt"], rollout_index=job["rollout_index"], seed=job["seed"],
+        logprobs=job["logprobs"] or False, max_turns=job["max_turns"], avg_turns=job["avg_turns"],
+        patience=job["patience"], fault_rate=job["fault_rate"], timeout=job["timeout"], sampling=job["sampling"],
+        privileged=job["privileged"],
+    )  # fmt: skip
+    grader = job.get("grader")
+    if grader is not None and row.get("ended_by") != "lost":
+        _apply_verdict(row, grader, job.get("grader_name") or "grader")
+    return row
+
+
+def _apply_verdict(row: dict, grader: Callable, name: str) -> None:
+    try:
+        verdict = grader(row)
+    except Exception as error:  # noqa: BLE001 -- a grader bug must not lose the row
+        row.update(reward=None, judge_status="error", judge_name=name, reason=f"{type(error).__name__}: {error}")
+        return
+    if isinstance(verdict, (int, float)) and not isinstance(verdict, bool):
+        verdict = {"reward": float(verdict)}
+    if not isinstance(verdict, Mapping) or not isinstance(verdict.get("reward"), (int, float)) or isinstance(verdict.get("reward"), bool):
+        row.update(reward=None, judge_status="invalid_result", judge_name=name, reason=f"grader returned {verdict!r:.200}")
+        return
+    row["reward"] = float(verdict["reward"])
+    row["judge_status"] = "ok"
+    row["judge_name"] = name
+    for key in ("reason", "failure_class", "label_source"):
+        if verdict.get(key) is not None:
+            row[key] = verdict[key]
+    if isinstance(verdict.get("markers"), Mapping):
+        row["markers"] = {**(row.get("markers") or {}), **verdict["markers"]}
+
+
+# ----------------------------------------------------------------------------------------
+# simulate()
+# ----------------------------------------------------------------------------------------
+
+
+def simulate(
+    agent: Any = None,
+    *,
+    spec: Any = None,
+    tools: Any = None,
+    system_prompt: str | None = None,
+    policy: str | None = None,
+    situations: int | None = None,
+    traces: Any = None,
+    tasks: Any = None,
+    runs: int = 1,
+    grader: Callable | None = None,
+    execute: Callable | None = None,
+    requests_per_situation: int | None = None,
+    phrasings: int | None = None,
+    n: int | None = None,
+    rollouts_per_request: int | None = None,
+    repeats: int | None = None,
+    rollouts_per_prompt: int | None = None,
+    repeat_policy: str | None = None,
+    unique_situations: bool | None = None,
+    unique: bool | None = None,
+    mode: str = "explore",
+    fault_rate: float | None = None,
+    risk: float | None = None,
+    hard_share: float | None = None,
+    reproducible: bool | None = False,
+    budget: int | None = 1000,
+    time_budget: float | None = None,
+    until: str = "compute",
+    logprobs: bool | str | None = None,
+    sampling: Mapping[str, Any] | None = None,
+    simulator: Any = None,
+    user_model: Any = None,
+    timeout: float | None = 300,
+    grade: bool | str = False,
+    llm_grade: Any = False,
+    output: Any = None,
+    advanced: Mapping[str, Any] | None = None,
+    seed: int | None = None,
+    concurrency: int | None = None,
+    patience: Any = None,
+    avg_turns: int | None = None,
+    max_turns: int | None = None,
+    executor: cf.Executor | None = None,
+    checkpoint: Any = None,
+    on_row: Callable[[dict], Any] | None = None,
+    on_progress: Callable[[dict], Any] | None = None,
+    progress: bool = True,
+    stop: Any = None,
+    **unknown: Any,
+) -> SimulationData:
+    """Simulate conversations with an agent and return its rows (see the module docstring, the
+    README's parameter and knob tables and ``docs/knobs.md``; every parameter of the seed's
+    table is accepted).
+
+    ``simulator``: None / False (the offline template writer), a model spec string or
+    ``tk.model_agent(spec, ...)`` (a model writer: each situation card is phrased by that model;
+    ``report()["writer"]`` counts what it wrote and what the template had to fill), or a
+    callable ``simulator(situation, n, seed) -> list[str]``.
+
+    ``stop``: a ``threading.Event`` (anything with ``is_set()``); setting it from another
+    thread ends the run within one tick, keeping every row so far (``stopped_because =
+    "stopped"``). ``executor``: any ``concurrent.futures.Executor`` (e.g. dask's
+    ``client.get_executor()``) instead of the built-in thread pool. ``checkpoint``: a JSONL
+    path appended as rows land; calling again with the same path resumes without duplicates.
+    ``output=`` / ``checkpoint=`` rows reach the file (the kernel) before they count as landed,
+    so a killed process loses none; they are fsynced at least once a second and at the end
+    (an OS crash can cost the last second: ``report()["output_durability"]``).
+    """
+    if unknown:
+        name = sorted(unknown)[0]
+        raise TypeError("simulate() got an " + unknown_name_message("keyword argument", name, _PARAMETERS))
+    engine = _Engine(locals_=dict(locals()))
+    # The cyclic collector rescans every long-lived object (grid, tools, knobs, row store) on
+    # each generation-2 pass: 0.3 ms of the ~2.7 ms an offline row costs. Freezing what exists
+    # at the start exempts it for the run; unfreezing afterwards hands it back.
+    gc.freeze()
+    try:
+        return engine.run()
+    finally:
+        gc.unfreeze()
+
+
+class _Stop(Exception):
+    pass
+
+
+class _Engine:
+    # ----------------------------------------------------------------- configuration
+    def __init__(self, locals_: dict) -> None:
+        from toolkit.world import WorldOptions
+        from toolkit.world import normalize_tools
+
+        p = locals_
+        self.named = {k for k, v in p.items() if k not in ("unknown",) and v is not None and v is not False}
+        self.warnings: list[str] = []
+        self.degraded: list[str] = []
+        self.offline_defaults: dict[str, str] = {}
+        advanced = p["advanced"]
+        if advanced is not None and not isinstance(advanced, Mapping):
+            raise ConfigError(f"advanced must be a dict of knob values; got {type(advanced).__name__}")
+        advanced = dict(advanced or {})
+        for name in ("seed", "concurrency", "patience", "avg_turns"):
+            if p[name] is not None:
+                if name in advanced and repr(advanced[name]) != repr(p[name]):
+                    raise ConfigError(f"{name}={p[name]!r} and advanced[{name!r}]={advanced[name]!r} disagree; pass one")
+                advanced[name] = p[name]
+        self.advanced_named = set(advanced)
+        self.knobs = RunKnobs.from_advanced(advanced)
+        k = self.knobs
+        self.seed = k.seed
+        # mode and its presets
+        if p["mode"] not in MODES:
+            raise ConfigError(unknown_name_message("mode", str(p["mode"]), MODES))
+        self.mode = p["mode"]
+        preset_n, preset_k, preset_policy, preset_fault, preset_unique = MODES[self.mode]
+        n_given = _alias([("requests_per_situation", p["requests_per_situation"]), ("phrasings", p["phrasings"]), ("n", p["n"])])
+        k_given = _alias([("rollouts_per_request", p["rollouts_per_request"]), ("repeats", p["repeats"]), ("rollouts_per_prompt", p["rollouts_per_prompt"])])
+        self.n = _check_int("requests_per_situation", n_given, 1) or preset_n
+        self.k = _check_int("rollouts_per_request", k_given, 1) or preset_k
+        self.k_given = k_given is not None
+        if self.mode == "adaptive" and not self.k_given:
+            clock = p["time_budget"] or 600.0
+            self.k = 3 if clock >= 90 or p["until"] in ("saturation", "first") else 2
+        policy_given = p["repeat_policy"]
+        if policy_given is not None and policy_given not in REPEAT_POLICIES:
+            raise ConfigError(unknown_name_message("repeat_policy", str(policy_given), REPEAT_POLICIES))
+        unique_given = _alias([("unique_situations", p["unique_situations"]), ("unique", p["unique"])])
+        self.repeat_policy = policy_given or preset_policy
+        self.unique = bool(unique_given) if unique_given is not None else (preset_unique and policy_given in (None, "none", "unique"))
+        if self.repeat_policy == "unique":
+            self.repeat_policy, self.unique = "none", True
+        if self.repeat_policy == "none" and not self.k_given:
+            self.k = 1
+        if unique_given and not self.k_given and n_given is None:
+            self.n, self.k = 1, 1
+        fault = _alias([("fault_rate", p["fault_rate"]), ("risk", p["risk"])])
+        self.fault_rate = _check_share("fault_rate", fault) if fault is not None else preset_fault
+        self.fault_rate_named = fault is not None
+        self.hard_share = _check_share("hard_share", p["hard_share"]) if p["hard_share"] is not None else 0.40
+        if p["situations"] is not None and (isinstance(p["situations"], bool) or not isinstance(p["situations"], int) or p["situations"] < 1):
+            raise ConfigError(f"situations must be an integer >= 1 (bools are refused); got {p['situations']!r}")
+        self.n_situations = p["situations"]
+        self.runs = _check_int("runs", p["runs"], 1, allow_none=False)
+        if self.runs > 1 and p["checkpoint"] is not None:
+            raise ConfigError("runs > 1 cannot resume from checkpoint=; run each eval run with its own checkpoint")
+        if p["budget"] is not None:
+            _check_int("budget", p["budget"], 1)
+        self.budget = p["budget"]
+        self.cap = self.budget if self.budget is not None else k.hard_row_cap
+        tb = p["time_budget"]
+        if tb is not None and (isinstance(tb, bool) or not isinstance(tb, (int, float))):
+            raise ConfigError(f"time_budget must be seconds (a number) or None; got {tb!r}")
+        self.time_budget = float(tb) if tb and tb > 0 else None
+        if p["until"] not in _UNTIL:
+            raise ConfigError(unknown_name_message("until", str(p["until"]), _UNTIL))
+        self.until = _UNTIL[p["until"]]
+        self.concurrency = k.concurrency
+        self.reproducible = bool(p["reproducible"]) or self.concurrency == 1
+        if p["reproducible"] and self.time_budget:
+            self.warnings.append("reproducible=True with a time_budget: which rows land before the clock depends on speed; drop time_budget for identical reruns.")
+        if p["logprobs"] not in (None, False, True, "tokens"):
+            raise ConfigError(f"logprobs must be None, True, False or 'tokens'; got {p['logprobs']!r}")
+        self.logprobs = p["logprobs"] or False
+        if p["sampling"] is not None and not isinstance(p["sampling"], Mapping):
+            raise ConfigError(f"sampling must be a dict like {{'temperature': 0.7}}; got {type(p['sampling']).__name__}")
+        self.sampling = dict(p["sampling"]) if p["sampling"] else None
+        t = p["timeout"]
+        if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or t <= 0):
+            raise ConfigError(f"timeout must be positive seconds or None; got {t!r}")
+        self.timeout = t
+        for name in ("grader", "on_row", "on_progress", "execute"):
+            if p[name] is not None and not callable(p[name]):
+                raise TypeError(f"{name}= must be callable; got {type(p[name]).__name__}")
+        if p["executor"] is not None and not isinstance(p["executor"], cf.Executor):
+            raise TypeError(f"executor= must be a concurrent.futures.Executor; got {type(p['executor']).__name__}")
+        if p["stop"] is not None and not callable(getattr(p["stop"], "is_set", None)):
+            raise TypeError("stop= must be a threading.Event (anything with is_set())")
+        self.stop_event = p["stop"]
+        self.executor = p["executor"]
+        self.on_row, self.on_progress = p["on_row"], p["on_progress"]
+        self.progress = bool(p["progress"])
+        # tools, policy, agent
+        system = _alias([("system_prompt", p["system_prompt"]), ("policy", p["policy"])])
+        tools = p["tools"]
+        if p["spec"] is not None:
+            tools, system = self._read_spec(p["spec"], tools, system)
+        agent = p["agent"]
+        from toolkit.agents import SeededAgent, resolve_agent, seeded_agent
+
+        if tools is None and isinstance(agent, SeededAgent):
+            tools = agent.tools
+        if tools is None and agent is None:
+            from toolkit._util.datasets import dataset_path
+
+            tools = dataset_path("tools/airline_support.json")
+            if system is None:
+                system = dataset_path("tools/airline_support_policy.md").read_text(encoding="utf-8")
+            self.offline_defaults["tools"] = "the shipped airline_support example tool set and policy (no tools= given)"
+        self.tools = normalize_tools(tools)
+        self.system_prompt = system
+        if agent is None:
+            agent = seeded_agent(self.tools, seed=self.seed)
+            self.offline_defaults["agent"] = "seeded offline agent (tk.seeded_agent); the reference default is a hosted model"
+        elif isinstance(agent, str):
+            agent = resolve_agent(agent, timeout=self.timeout or 300)
+        elif not callable(agent):
+            raise TypeError(f"agent must be a callable, a SeededAgent or a model spec string; got {type(agent).__name__}")
+        else:
+            resolve_agent(agent)
+        self.agent = agent
+        self.agent_is_seeded = isinstance(agent, SeededAgent)
+        # a seeded agent is in-process and cannot hang; a timeout thread per call would cost
+        # 3x its run time (measured: 6 ms -> 17 ms per rollout), so it runs without one
+        self.rollout_timeout = None if self.agent_is_seeded else self.timeout
+        from toolkit.agents import agent_shape
+
+        self.agent_shape = agent_shape(agent)
+        self.n_tools = len(self.tools)
+        mt = p["max_turns"]
+        if mt is not None:
+            _check_int("max_turns", mt, 1)
+        # reference §2.1: clamp((ctx - 2048 - min(1536, 64 n_tools)) // 128, 8, 40), ctx 4096
+        self.max_turns = mt or max(8, min(40, (4096 - 2048 - min(1536, 64 * self.n_tools)) // 128))
+        self.avg_turns = k.avg_turns
+        self.patience = k.patience
+        # writer and user
+        sim = p["simulator"]
+        if sim in (None, False, "hosted", "template"):
+            self.writer = None
+            self.writer_model = "template"
+            if sim is None or sim == "hosted":
+                self.offline_defaults["simulator"] = "template writer (offline); the reference default is a hosted model writer"
+        elif isinstance(sim, (str, ModelAgent)):
+            # a spec string, or tk.model_agent(spec, ...) to set the writer's retries, timeout
+            # or endpoint; the reply budget is the reference's for a one-card wave (engine.md §3)
+            chat = model_agent(sim) if isinstance(sim, str) else sim
+            budget = max(k.wave_tokens_floor, min(k.wave_tokens_cap, k.tokens_per_card + k.wave_tokens_base))
+            self.writer_model = sim if isinstance(sim, str) else (chat.spec or chat.model)
+            self.writer = ModelWriter(chat, self.writer_model, temperature=k.writer_temperature, max_tokens=budget)
+        elif callable(sim):
+            self.writer = sim
+            self.writer_model = getattr(sim, "__name__", "callable")
+        else:
+            raise ConfigError(
+                f"simulator must be False (template writer), a model spec string, tk.model_agent(...) or a callable "
+                f"simulator(situation, n, seed) -> list[str]; got {type(sim).__name__}"
+            )
+        self.user_model = p["user_model"]
+        if self.user_model is not None and not (isinstance(self.user_model, str) or callable(self.user_model)):
+            raise ConfigError(f"user_model must be a model spec string or a chat callable; got {type(self.user_model).__name__}")
+        if self.user_model is None and self.agent_shape == "chat":
+            self.offline_defaults["user_model"] = "template user (offline); the reference default is the agent's own model"
+        self.execute = p["execute"]
+        self.world_options = WorldOptions.from_dict(dict(k.world)) if isinstance(k.world, Mapping) else k.world
+        # grading
+        grade = p["grade"]
+        self.grader = p["grader"]
+        self.grader_name = getattr(self.grader, "__name__", "grader") if self.grader is not None else None
+        if grade not in (False, True, "conduct", None):
+            raise ConfigError(f"grade must be False, True or 'conduct'; got {grade!r}")
+        if grade:
+            if self.grader is not None:
+                raise ConfigError("grade=True and grader= both given; pass grader=tk.conduct_grader() alongside your grader by composing them, or one of the two")
+            from toolkit.grading import conduct_grader
+
+            self.grader = conduct_grader(self.system_prompt)
+            self.grader_name = "conduct"
+        self.grade = grade
+        self.llm_grade = p["llm_grade"]
+        if self.llm_grade is True:
+            raise ConfigError("llm_grade=True needs a judge model: pass llm_grade='openai:<model>' (or a judge callable); offline, grade after with data.grade(judge=...)")
+        mgf = k.mutate_graded_failures
+        if mgf is True and self.grader is None:
+            raise ConfigError("advanced['mutate_graded_failures']=True needs grader= (there are no graded failures to mutate)")
+        self.mutate_graded = (self.grader is not None) if mgf is None else mgf
+        # traces and tasks
+        self.traces = self._load_rows(p["traces"], "traces")
+        self.tasks = p["tasks"]
+        self.output = Path(p["output"]) if p["output"] is not None else None
+        self.checkpoint = Path(p["checkpoint"]) if p["checkpoint"] is not None else None
+        self.embedder = make_embedder(k.embedder)
+        self.region_coefficients = _REGION_COEFFICIENTS.get(self.mode, _DEFAULT_REGION_COEFFICIENTS)
+
+    @staticmethod
+    def _read_spec(spec: Any, tools: Any, system: Any) -> tuple[Any, Any]:
+        if isinstance(spec, Mapping):
+            return (tools if tools is not None else spec.get("tools")), (system if system is not None else spec.get("system_prompt") or spec.get("policy"))
+        folder = Path(spec)
+        if not folder.is_dir():
+            raise ConfigError(f"spec={spec!r} must be a folder holding tools.json and system_prompt.md (or policy.md), or a dict")
+        if tools is None:
+            tools = folder / "tools.json"
+        if system is None:
+            for name in ("system_prompt.md", "policy.md", "system_prompt.txt"):
+                if (folder / name).exists():
+                    system = (folder / name).read_text(encoding="utf-8")
+                    break
+        return tools, system
+
+    @staticmethod
+    def _load_rows(value: Any, name: str) -> list[dict]:
+        if value is None:
+            return []
+        from toolkit.rows._read import as_row_list
+
+        try:
+            return [dict(r) for r in as_row_list(value)]
+        except TypeError as error:
+            raise TypeError(f"{name}=: {error}") from None
+
+    # ----------------------------------------------------------------- run
+    def run(self) -> SimulationData:
+        from toolkit.situations import situation_grid
+
+        k = self.knobs
+        self.started = time.perf_counter()
+        self.deadline = self.started + self.time_budget if self.time_budget else None
+        self.grid = situation_grid(self.tools, self.system_prompt, seed=self.seed, fault_modes=self.world_options)
+        self.axes = {axis: tuple(values) for axis, values in self.grid.axes.items()}
+        self.grid_ids = {s.id for s in self.grid}
+        self.trace_boost = self._trace_boost()
+        # rows as written + their trajectories, compact (RowStore: 100k rows as dicts, twice,
+        # needed ~1.5 GB)
+        self.rows = RowStore()
+        self.stopped_because: str | None = None
+        self.lost_by: Counter = Counter()
+        self.rerolled = 0
+        self.rerolled_by: Counter = Counter()
+        self.abandoned = 0
+        self.callback_errors = 0
+        self.dead_count = 0
+        self.last_lost_detail = None
+        self.durations: deque = deque(maxlen=k.closing_window_rollouts)
+        self.signatures: set[str] = set()
+        self.cells: Counter = Counter()
+        self.cell_signatures: dict[str, set] = {}
+        self.cell_fails: Counter = Counter()
+        self.cell_novelty: dict[str, float] = {}
+        self.value_counts: dict[str, Counter] = {axis: Counter() for axis in self.axes}
+        self.tool_calls: Counter = Counter({t.name: 0 for t in self.tools})
+        self.tool_ok: Counter = Counter()
+        self.parents: deque = deque(maxlen=max(1, k.writer_context_parents))
+        self.mutation_aims: Counter = Counter()
+        self.prompts_seen: set[str] = set()
+        self.situations_opened: list[str] = []
+        self.situations_opened_set: set[str] = set()  # membership; the list keeps the order
+        self.seen = NoveltyIndex(self.embedder_dim())
+        self.vector_cache: dict[str, np.ndarray] = {}
+        self.arm_weights = dict(k.arm_weights) if k.arm_weights else dict(START_ARM_WEIGHTS)
+        self.arm_history: list[dict] = []
+        self.batch: list[dict] = []
+        self.flat_batches = 0
+        # until="saturation": distinct situation dimensions seen and the pairwise coverage after
+        # each batch (coverage_of over ~2,300 distinct cells costs ~3 ms, so once per batch is cheap)
+        self.saturation_dims: dict[str, dict] = {}
+        self.coverage_flat_batches = 0
+        self.last_pairs_covered = -1
+        self.round = 0
+        self.order = 0
+        self.writer_seed = self.seed
+        self.writer_restarts = 0
+        self.writer_pool: cf.ThreadPoolExecutor | None = None  # a model writer's card calls
+        self.empty_rounds = 0
+        self.allocator = SuccessiveAllocator(k=self.k, probe=min(k.probe, self.k), alpha=k.smoothing_alpha)
+        self.groups: dict[str, _Group] = {}
+        self.retired_groups = 0  # groups that reached k and were dropped from memory (runs == 1)
+        self.owed: deque = deque()
+        self.queue: deque = deque()
+        self.in_flight: dict[cf.Future, _Item] = {}
+        # futures report themselves here when done: the loop blocks on one queue instead of
+        # re-arming a waiter on every in-flight future per landed row (cf.wait is O(in flight))
+        self.completed: queue.SimpleQueue = queue.SimpleQueue()
+        self.graded = _ExactSum()  # running pass rate for progress events, exact like math.fsum
+        self.eval_run = 0
+        self.rounds_without_fill = 0
+        self.resume_rows, self.resume_keys_consumed = self._read_checkpoint()
+        self.writers = self._open_writers()
+        self.last_progress = (time.perf_counter(), 0)
+        self.last_flush = (time.perf_counter(), 0)
+        self.bar = self._make_bar()
+        own_pool = None
+        try:
+            if self.executor is None and self.agent_is_seeded:
+                # The seeded policy is pure Python that never waits, so under the GIL threads
+                # cannot run two of its rollouts at once; they only contend for the lock
+                # (measured offline at C = 32: 2.03 ms CPU/row on 32 threads vs 1.69 at C = 1).
+                # Its rollouts run on this thread instead; `concurrency` still sets how many
+                # are planned and in flight per pass. executor=ThreadPoolExecutor(n) forces threads.
+                self.pool = _InlineExecutor()
+            elif self.executor is None:
+                own_pool = cf.ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="toolkit-rollout")
+                self.pool = own_pool
+            else:
+                self.pool = self.executor
+            self.replay_groups = self._replay_groups()
+            for run_index in range(self.runs):
+                self.eval_run = run_index
+                self.run_budget_start = len(self.rows)
+                if run_index > 0:
+                    self.replay_groups = self._replay_from_run0()
+                self._loop()
+                if self.stopped_because in ("stopped", "interrupted", "agent_failed", "time_budget"):
+                    break
+        except KeyboardInterrupt:
+            self.stopped_because = "interrupted"
+            try:
+                self._drain(cancel=True)
+            except KeyboardInterrupt:  # a second Ctrl-C: stop waiting for running rollouts
+                self.abandoned += len(self.in_flight)
+                self.in_flight.clear()
+        finally:
+            if own_pool is not None:
+                own_pool.shutdown(wait=False, cancel_futures=True)
+            if self.writer_pool is not None:
+                self.writer_pool.shutdown(wait=False, cancel_futures=True)
+            if self.bar is not None:
+                self.bar.close()
+        self._finish_resume()
+        if self.llm_grade:
+            self._run_llm_grade()
+        return self._result()
+
+    def _execution(self) -> str:
+        """Where rollouts ran: "inline" (the seeded agent, on the engine's thread), "threads"
+        (a pool of `concurrency` threads) or the caller's executor class."""
+        if self.executor is not None:
+            return type(self.executor).__name__
+        return "inline" if self.agent_is_seeded else "threads"
+
+    def embedder_dim(self) -> int:
+        return getattr(self.embedder, "dim", 384)
+
+    # ----------------------------------------------------------------- checkpoint / output
+    def _key(self, eval_run: int, prompt: str, rollout_index: int) -> str:
+        return stable_hash([eval_run, prompt, rollout_index], 24)
+
+    def _read_checkpoint(self) -> tuple[dict, set]:
+        if self.checkpoint is None or not self.checkpoint.exists():
+            return {}, set()
+        from toolkit.rows import read_rows
+
+        stored = {}
+        for row in read_rows(self.checkpoint, strict=False):
+            if row.get("ended_by") == "lost":
+                continue
+            eval_run = (row.get("lineage") or {}).get("eval_run", 0) or 0
+            stored[self._key(eval_run, row.get("prompt", ""), row.get("rollout_index", 0))] = row
+        return stored, set()
+
+    def _open_writers(self) -> list:
+        from toolkit.rows import RowWriter
+
+        # fsync="interval": each row reaches the kernel before it counts as landed (a killed
+        # process loses no landed row), the disk flush runs once a second. A per-row fsync cost
+        # 4 ms per row on this machine (1,000-row profile: 3.9 s of 13.5 s), more than the row.
+        durability = {"fsync": "interval", "fsync_interval": _OUTPUT_FSYNC_INTERVAL_S}
+        writers = []
+        if self.checkpoint is not None:
+            writers.append(RowWriter(self.checkpoint, mode="a", **durability))
+        if self.output is not None and (self.checkpoint is None or self.output.resolve() != self.checkpoint.resolve()):
+            writers.append(RowWriter(self.output, mode="w", **durability))
+        return writers
+
+    def _make_bar(self):
+        if not self.progress:
+            return None
+        try:
+            from tqdm.auto import tqdm
+        except ImportError:  # pragma: no cover
+            return None
+        return tqdm(total=self.cap * self.runs if self.budget is not None else None, desc="simulate", unit="row", leave=True)
+
+    # ----------------------------------------------------------------- the loop
+    def _landed_this_run(self) -> int:
+        return len(self.rows) - self.run_budget_start
+
+    def _capacity(self) -> int:
+        pending_resume = 0
+        return self.cap - self._landed_this_run() - len(self.in_flight) - len(self.queue) - pending_resume
+
+    def _stop_requested(self) -> bool:
+        return self.stop_event is not None and self.stop_event.is_set()
+
+    def _loop(self) -> None:
+        k = self.knobs
+        self.stopped_because = None
+        while True:
+            if self._stop_requested():
+                self.stopped_because = "stopped"
+                self._drain(cancel=True)
+                return
+            reason = self._check_stop()
+            if reason:
+                self.stopped_because = reason
+                self._drain(cancel=reason not in ("budget", "situations_exhausted", "tasks_done", "saturation"))
+                return
+            if self.reproducible:
+                planned = self._plan_round()
+                if not planned:
+                    if self._exhausted():
+                        return
+                    continue
+                futures = [self._submit(item) for item in planned]
+                self._wait_all(futures)
+                if self.stopped_because:
+                    return
+                results = []
+                for future, item in zip(futures, planned):
+                    results.append((item, future))
+                    self.in_flight.pop(future, None)
+                for item, future in results:
+                    self._land(item, future)
+            else:
+                threshold = max(k.pool_low_floor, min(k.pool_low_cap, self.concurrency // k.pool_low_flight_divisor))
+                # Submit past `concurrency` (up to twice it) once a row has landed: the pool's
+                # own queue then hands a free worker its next rollout at once, instead of after
+                # the main thread has landed the last one and planned (C/L bound, issue 5).
+                # Before the first row lands the cap is `concurrency`, so a dead agent is not
+                # called more than the dead-agent rule allows.
+                ahead = self.concurrency * 2 if self.rows else self.concurrency
+                # Plan until the queue is above the low-water mark AND can fill every slot:
+                # one small round per pass (the first wave is 8 prompts) left most of 32
+                # workers idle for the whole first wave.
+                first = True
+                while (len(self.queue) < threshold or len(self.queue) + len(self.in_flight) < ahead) and self._capacity() > 0:
+                    planned = self._plan_round()
+                    self.queue.extend(planned)
+                    if not planned:
+                        break
+                    first = False
+                    # each planned round starts at once: planning the whole first wave before
+                    # submitting any of it kept every worker idle ~11 ms at C = 32
+                    while self.queue and len(self.in_flight) < ahead and not self._closing():
+                        self._submit(self.queue.popleft())
+                if first and not self.queue and not self.in_flight:
+                    if self._exhausted():
+                        return
+                    continue
+                closing = self._closing()
+                while self.queue and len(self.in_flight) < ahead and not closing:
+                    self._submit(self.queue.popleft())
+                if closing:
+                    self._cancel_unstarted()
+                if not self.in_flight:
+                    if closing:
+                        self.stopped_because = "time_budget"
+                        return
+                    continue
+                # While the submitted rollouts run and none has finished, plan ahead up to
+                # 2 x concurrency (planning calls no agent, so the dead-agent cap on calls
+                # before the first row still holds): the first wave's replies then find their
+                # successors planned. Planning them after the replies left the workers idle
+                # 14 ms between waves 1 and 2 at C = 32, L = 50 ms.
+                while not closing and self.completed.empty() and len(self.queue) + len(self.in_flight) < 2 * self.concurrency and self._capacity() > 0:
+                    planned = self._plan_round()
+                    if not planned:
+                        break
+                    self.queue.extend(planned)
+                done = self._collect(self._tick())
+                for future in sorted(done, key=lambda f: self.in_flight[f].order):
+                    item = self.in_flight.pop(future)
+                    self._land(item, future)
+
+    def _collect(self, timeout: float) -> list:
+        """Futures that finished: block up to ``timeout`` for the first, then take every
+        other one already reported (stale reports of futures no longer in flight are skipped)."""
+        done = []
+        try:
+            future = self.completed.get(timeout=timeout)
+            while True:
+                if future in self.in_flight and future not in done:
+                    done.append(future)
+                future = self.completed.get_nowait()
+        except queue.Empty:
+            return done
+
+    def _cancel_unstarted(self) -> None:
+        """Closing on the clock: rollouts submitted ahead that no worker has started are dropped."""
+        for future in list(self.in_flight):
+            if future.cancel():
+                self.in_flight.pop(future)
+
+    def _tick(self) -> float:
+        k = self.knobs
+        if self.deadline is None:
+            return k.collect_wait_s
+        left = self.deadline - time.perf_counter()
+        return max(k.collect_wait_floor_s, min(k.collect_wait_s, left))
+
+    def _wait_all(self, futures: list) -> None:
+        pending = set(futures)
+        while pending:
+            done, pending = cf.wait(pending, timeout=self._tick())
+            if self._stop_requested():
+                self.stopped_because = "stopped"
+                self._drain(cancel=True)
+                return
+            if self.deadline is not None and time.perf_counter() >= self.deadline:
+                self.stopped_because = "time_budget"
+                self._drain(cancel=True)
+                return
+
+    def _closing(self) -> bool:
+        if self.deadline is None:
+            return False
+        left = self.deadline - time.perf_counter()
+        if left <= 0:
+            return True
+        if self.durations:
+            return left < self.knobs.closing_margin * statistics.median(self.durations)
+        return False
+
+    def _exhausted(self) -> bool:
+        """Nothing was planned and nothing is in flight: decide whether the run is over."""
+        k = self.knobs
+        if self.replay_groups is not None:
+            if not self.owed:
+                self.stopped_because = "tasks_done"
+                return True
+        if self.n_situations is not None and len(self.situations_opened) >= self.n_situations and not self.owed:
+            self.stopped_because = "situations_exhausted"
+            return True
+        if self._capacity() <= 0:
+            self.stopped_because = "budget"
+            return True
+        self.empty_rounds += 1
+        if self.empty_rounds % k.writer_idle_rounds_to_restart == 0:
+            self.writer_restarts += 1
+            self.writer_seed = self.seed + k.restart_seed_stride * self.writer_restarts
+        if self.empty_rounds >= k.empty_rounds_to_stop:
+            self.stopped_because = "writer_exhausted"
+            return True
+        return False
+
+    def _check_stop(self) -> str | None:
+        k = self.knobs
+        landed = self._landed_this_run()
+        if landed >= self.cap:
+            return "budget"
+        if not self.rows and self.dead_count >= max(k.dead_agent_errors, k.dead_agent_budget_multiple * (self.budget or 0)):
+            return "agent_failed"
+        if self.deadline is not None and time.perf_counter() >= self.deadline:
+            return "time_budget"
+        if self.deadline is not None and self._closing() and not self.in_flight:
+            return "time_budget"
+        if self.until == "saturation" and self.rows and self.replay_groups is None:
+            planned = [s.id for s in self.grid]
+            # unique situations give a cell one row by design, so one row per planned cell is full
+            needed = 1 if self.unique else k.copies_needed
+            if all(self.cells[sid] >= needed for sid in planned):
+                return "saturation"
+            if self.flat_batches >= k.saturation_flat_batches or self.coverage_flat_batches >= k.saturation_flat_batches:
+                return "saturation"
+        return None
+
+    def _drain(self, cancel: bool) -> None:
+        """Stop: cancel queued work, give running rollouts ``stop_grace`` seconds, keep what lands."""
+        self.queue.clear()
+        if not self.in_flight:
+            return
+        for future in list(self.in_flight):
+            if future.cancel():
+                self.in_flight.pop(future)
+        if self.in_flight:
+            done, pending = cf.wait(list(self.in_flight), timeout=self.knobs.stop_grace if cancel else None)
+            for future in sorted(done, key=lambda f: self.in_flight[f].order):
+                item = self.in_flight.pop(future)
+                self._land(item, future, allow_more=False)
+            self.abandoned += len(pending)
+            self.in_flight.clear()
+
+    # ----------------------------------------------------------------- planning
+    def _plan_round(self) -> list[_Item]:
+        k = self.knobs
+        capacity = self._capacity()
+        if capacity <= 0 or self._closing():
+            return []
+        size = k.first_wave_writers * k.first_wave_cards if self.round == 0 else k.per_round
+        size = max(min(k.min_cards_per_wave, capacity), min(size, capacity))
+        items: list[_Item] = []
+        # owed work first: re-rolls, fills of split groups, fixed-k remainders
+        while self.owed and len(items) < size:
+            group, attempt, index = self.owed.popleft()
+            items.append(self._item(group, index, attempt))
+        free = size - len(items)
+        if free > 0:
+            if self.replay_groups is not None:
+                items += self._open_replay(free)
+            else:
+                items += self._open_fresh(free)
+        if self.repeat_policy == "successive" and free > 0 and not items:
+            items += self._resume_stopped(size)
+        self.round += 1
+        if items:
+            self.empty_rounds = 0
+        return items
+
+    def _item(self, group: _Group, rollout_index: int, attempt: int = 0) -> _Item:
+        self.order += 1
+        return _Item(order=self.order, group=group, rollout_index=rollout_index, attempt=attempt)
+
+    def _initial_rollouts(self) -> int:
+        return {"none": 1, "fixed": self.k, "successive": min(self.knobs.probe, self.k), "adaptive": 1}[self.repeat_policy]
+
+    def _open_group(self, group: _Group, free: int) -> list[_Item]:
+        self.groups[group.key] = group
+        first = min(self._initial_rollouts(), max(1, free))
+        items = []
+        for _ in range(self._initial_rollouts()):
+            index = group.next_index
+            group.next_index += 1
+            if len(items) < first:
+                items.append(self._item(group, index))
+            else:
+                self.owed.append((group, 0, index))
+        return items
+
+    def _open_replay(self, free: int) -> list[_Item]:
+        items: list[_Item] = []
+        while self.replay_groups and len(items) < free:
+            group = self.replay_groups.popleft()
+            items += self._open_group(group, free - len(items))
+        return items
+
+    def _resume_stopped(self, size: int) -> list[_Item]:
+        items = []
+        for group in self.groups.values():
+            if len(items) >= size or self._capacity() - len(items) <= 0:
+                break
+            if group.key in self.allocator.stopped and group.next_index < self.k:
+                self.allocator.resume(group.key)
+                index = group.next_index
+                group.next_index += 1
+                items.append(self._item(group, index))
+        return items
+
+    def _arm_counts(self, slots: int) -> dict[str, int]:
+        """Systematic sampling over the arm weights: proportional, deterministic per round."""
+        weights = [max(0.0, self.arm_weights.get(arm, 0.0)) for arm in ARMS]
+        total = math.fsum(weights)
+        cumulative = []
+        running = []
+        for w in weights:
+            running.append(w / total)
+            cumulative.append(math.fsum(running))
+        offset = stable_uniform(self.seed, "arm-slots", self.eval_run, self.round)
+        counts = Counter()
+        for j in range(slots):
+            point = (offset + j) / slots
+            index = next((i for i, c in enumerate(cumulative) if point < c), len(ARMS) - 1)
+            counts[ARMS[index]] += 1
+        return {arm: counts[arm] for arm in ARMS}
+
+    def _open_fresh(self, free: int) -> list[_Item]:
+        per_group = self._initial_rollouts()
+        n_groups = max(1, math.ceil(free / max(1, per_group * self.n)))
+        counts = self._arm_counts(n_groups)
+        items: list[_Item] = []
+        for arm in ARMS:
+            if counts[arm] == 0:
+                continue
+            for situation, texts, reason, parent in self._candidates(arm, counts[arm]):
+                if len(items) >= free:
+                    break
+                if self.n_situations is not None and situation.id not in self.situations_opened_set and len(self.situations_opened) >= self.n_situations:
+                    continue
+                if situation.id not in self.situations_opened_set:
+                    self.situations_opened.append(situation.id)
+                    self.situations_opened_set.add(situation.id)
+                for text, reference, persona, nov in texts:
+                    if len(items) >= free:
+                        break
+                    group = _Group(
+                        key=stable_hash([self.eval_run, situation.id, text], 16), situation=situation, prompt=text,
+                        reference=reference, persona=persona, arm=arm, reason=reason, parent_id=parent, k=self.k,
+                        eval_run=self.eval_run, novelty=nov,
+                    )  # fmt: skip
+                    self.prompts_seen.add(text)
+                    items += self._open_group(group, free - len(items))
+        return items
+
+    # candidates: list of (situation, [(text, reference, persona, novelty)], reason, parent_id)
+    def _candidates(self, arm: str, count: int) -> list:
+        k = self.knobs
+        salt = [self.eval_run, self.round, arm]
+        if arm == "failure_mutation":
+            if not self.parents:
+                return self._candidates("structured", count)
+            out = []
+            parents = list(self.parents)
+            for j in range(count):
+                parent = parents[(self.round + j) % len(parents)]
+                text = mutate_prompt(parent["prompt"], self.writer_seed, [self.round, j])
+                if text in self.prompts_seen:
+                    continue
+                out.append((parent["situation"], [(text, parent.get("reference"), parent.get("persona") or {}, self._novelty([text])[0])], f"mutation of a {parent['aim']} row", parent["id"]))
+            return out or self._candidates("structured", count)
+        if arm == "open_ended":
+            pool = open_ended_candidates(count * k.select_oversample, self.writer_seed, salt, self.axes)
+            pool = [(s, t, f) for s, t, f in pool if t not in self.prompts_seen]
+            return self._pick_novel([(s, t, None, {}, f"open-ended probe: {f}") for s, t, f in pool], count)
+        if arm == "llm_guided":
+            situations = gap_guided_situations(count * k.select_oversample, self.axes, self.value_counts, self.writer_seed, salt, k.writer_context_items)
+            return self._write_and_pick([(s, r) for s, r in situations if self._family_ok(s)], count, "gap-guided: ")
+        if arm == "behavior_targeted":
+            least = sorted(self.tool_calls, key=lambda t: (self.tool_calls[t], list(self.tool_calls).index(t)))[: max(1, k.writer_context_items)]
+            chosen = [s for s in self.grid if s.dimensions.get("tool") in least and self._family_ok(s) and (not self.unique or self.cells[s.id] == 0)]
+            if not chosen:
+                return self._candidates("llm_guided", count)
+            chosen.sort(key=lambda s: (least.index(s.dimensions["tool"]), stable_uniform(self.writer_seed, "bt", salt, s.id)))
+            return self._write_and_pick([(s, f"least-called tool {s.dimensions['tool']} ({self.tool_calls[s.dimensions['tool']]} calls)") for s in chosen[: count * k.select_oversample]], count, "")
+        # structured: the grid ranked by region weight (weighted reservoir keys u^(1/W)), tier-mixed
+        from toolkit.situations import mix_tiers
+
+        ranked = []
+        for s in self.grid:
+            if self.unique and (self.cells[s.id] > 0 or s.id in self.situations_opened_set):
+                continue
+            if not self._family_ok(s):
+                continue
+            weight = self._region_weight(s)
+            u = stable_uniform(self.writer_seed, "reservoir", self.eval_run, self.round, s.id)
+            ranked.append((u ** (1.0 / weight) if weight > 0 else 0.0, s))
+        if not ranked:
+            return self._candidates("llm_guided", count) if self.unique else []
+        ranked.sort(key=lambda pair: -pair[0])
+        pool = [s for _, s in ranked[: max(count * k.select_oversample, count)]]
+        mixed = list(mix_tiers(pool, min(count, len(pool)), self.hard_share, seed=self.writer_seed + self.round))
+        return self._write_and_pick([(s, f"grid cell (region weight {self._region_weight(s):.3f})") for s in mixed], count, "")
+
+    def _family_ok(self, situation) -> bool:
+        k = self.knobs
+        cap = max(k.family_cap_floor, self.n * k.family_cap_per_phrasing * self.k)
+        return self.cells[situation.id] < cap
+
+    def _write(self, situation) -> list[tuple[str, str | None, dict]]:
+        from toolkit.situations import write_prompts
+
+        variant_seed = self.writer_seed + self.cells[situation.id] * 7919  # a new variant set per revisit
+        count = self.n + self.knobs.writer_typical_completions - 1  # the engine keeps the n most novel
+        if isinstance(self.writer, ModelWriter):
+            drafts = write_prompts(situation, count, seed=variant_seed, tools=self.tools)
+            return self.writer(situation, count, variant_seed, tools=self.tools, drafts=drafts)
+        if self.writer is not None:
+            texts = list(self.writer(situation, self.n, variant_seed))
+            return [(str(t), None, {}) for t in texts[: self.n]]
+        prompts = write_prompts(situation, count, seed=variant_seed, tools=self.tools)
+        return [(p.text, p.reference, dict(p.persona)) for p in prompts]
+
+    def _written(self, situations: list[tuple[Any, str]], count: int):
+        """``(situation, reason, phrasings)`` in order. A model writer's cards are written
+        ``count`` at a time on ``writer_concurrency`` threads (in order of the list, so the
+        first ``count`` usable cards win as before): one card at a time, a 1 s writer model
+        held a 32-row round for ~11 s."""
+        if not isinstance(self.writer, ModelWriter) or len(situations) <= 1:
+            for situation, reason in situations:
+                yield situation, reason, self._write(situation)
+            return
+        if self.writer_pool is None:
+            self.writer_pool = cf.ThreadPoolExecutor(max_workers=self.knobs.writer_concurrency, thread_name_prefix="toolkit-writer")
+        for start in range(0, len(situations), max(1, count)):
+            chunk = situations[start : start + max(1, count)]
+            futures = [self.writer_pool.submit(self._write, situation) for situation, _ in chunk]
+            for (situation, reason), future in zip(chunk, futures):
+                yield situation, reason, future.result()
+
+    def _write_and_pick(self, situations: list[tuple[Any, str]], count: int, prefix: str) -> list:
+        out = []
+        for situation, reason, phrasings in self._written(situations, count):
+            written = [w for w in phrasings if w[0] not in self.prompts_seen]
+            if not written:
+                continue
+            scores = self._novelty([w[0] for w in written])
+            if len(written) > self.n:  # keep the n most novel phrasings of this card
+                order = sorted(sorted(range(len(written)), key=lambda i: (-round(float(scores[i]), 9), i))[: self.n])
+                written = [written[i] for i in order]
+                scores = [scores[i] for i in order]
+            out.append((situation, [(t, r, p, float(s)) for (t, r, p), s in zip(written, scores)], prefix + reason, None))
+            if len(out) >= count:
+                break
+        return out
+
+    def _pick_novel(self, pool: list, count: int) -> list:
+        if not pool:
+            return []
+        scores = self._novelty([t for _, t, _, _, _ in pool])
+        order = sorted(range(len(pool)), key=lambda i: (-round(float(scores[i]), 9), i))
+        out = []
+        for i in order[:count]:
+            s, t, ref, persona, reason = pool[i]
+            out.append((s, [(t, ref, persona, float(scores[i]))], reason, None))
+        return out
+
+    def _novelty(self, texts: list[str]) -> np.ndarray:
+        return self.seen.score(self._embed(texts))
+
+    def _embed(self, texts: list[str]) -> np.ndarray:
+        """Embeddings with a bounded text -> vector cache: a phrasing is embedded when it is
+        scored as a candidate and again when its row lands; the second costs a lookup."""
+        if not texts:
+            return self.embedder.embed([])
+        cache = self.vector_cache
+        vectors = {t: cache[t] for t in texts if t in cache}
+        missing = [t for t in dict.fromkeys(texts) if t not in vectors]
+        if missing:
+            if len(cache) + len(missing) > _VECTOR_CACHE_SIZE:
+                cache.clear()
+            for text, vector in zip(missing, self.embedder.embed(missing)):
+                vectors[text] = cache[text] = vector.copy()
+        return np.stack([vectors[t] for t in texts])
+
+    def _region_weight(self, situation) -> float:
+        k = self.knobs
+        d = situation.dimensions
+        count = self.cells[situation.id]
+        tool = d.get("tool")
+        destructive = isinstance(tool, str) and any(w in tool for w in ("cancel", "delete", "remove", "refund", "change", "update"))
+        if d.get("tool_condition") not in (None, "success", "unspecified") or (destructive and d.get("stance") in _RISKY_STANCES):
+            risk = 1.0
+        elif destructive:
+            risk = 0.3
+        elif isinstance(tool, str) and any(w in tool for w in ("get", "search", "list", "find", "read")):
+            risk = 0.1
+        else:
+            risk = 0.2
+        sigs = self.cell_signatures.get(situation.id, set())
+        if count >= k.gap_min_rows and len(sigs) <= 1:
+            gap_score = k.gap_value_stuck
+        elif len(sigs) >= k.gap_rich_signatures:
+            gap_score = k.gap_value_rich
+        else:
+            gap_score = k.gap_value_unknown
+        gap = k.gap_weight * gap_score + (1 - k.gap_weight) * self.cell_fails[situation.id] / (count + 1)
+        weight = region_weight(count, risk, self.cell_novelty.get(situation.id, k.gap_value_unknown), gap, self.region_coefficients)
+        return weight * self.trace_boost.get(situation.id, 1.0)
+
+    # ----------------------------------------------------------------- traces and tasks
+    def _trace_boost(self) -> dict[str, float]:
+        """Hot regions from failing traces pull grid weight: x(1 + gain x share x match)."""
+        k = self.knobs
+        self.failing_seeds: list[str] = []
+        if not self.traces:
+            return {}
+        hot: Counter = Counter()
+        for row in self.traces:
+            aim = failure_aim(row, pass_threshold=k.pass_threshold, graded="reward" in row)
+            if aim is None:
+                continue
+            dims = row.get("scenario_dimensions") or {}
+            tools_called = [s.get("tool") for s in row.get("steps") or () if isinstance(s, Mapping) and "tool" in s]
+            condition = dims.get("tool_condition") or next((f.get("mode") for f in row.get("faults") or () if isinstance(f, Mapping)), None)
+            hot[(dims.get("tool") or (tools_called[0] if tools_called else None), condition)] += 1
+            if isinstance(row.get("prompt"), str) and len(self.failing_seeds) < k.failing_seeds_cap:
+                self.failing_seeds.append(row["prompt"])
+        total = sum(hot.values()) or 1
+        boost = {}
+        for s in self.grid:
+            factor = 1.0
+            for (tool, condition), count in hot.items():
+                match = k.allocation_tool_weight * (s.dimensions.get("tool") == tool) + k.allocation_condition_weight * (s.dimensions.get("tool_condition") == condition)
+                factor += k.allocation_gain * (count / total) * match
+            boost[s.id] = factor
+        return boost
+
+    def _replay_groups(self):
+        """tasks= -> a fixed queue of groups; traces= failing asks -> seed groups (then search)."""
+        from toolkit.situations import Situation
+
+        if self.tasks is None and not getattr(self, "failing_seeds", None):
+            return None
+        if self.tasks is None:
+            # failing asks from traces run first as seed groups, then the search continues
+            for text in self.failing_seeds:
+                group = _Group(key=stable_hash([0, "seed", text], 16), situation=None, prompt=text, reference=None, persona={},
+                               arm="trace_seed", reason="failing ask mined from traces=", parent_id=None, k=self.k)  # fmt: skip
+                self.owed.extend((group, 0, i) for i in range(self._initial_rollouts()))
+                group.next_index = self._initial_rollouts()
+                self.groups[group.key] = group
+                self.prompts_seen.add(text)
+            return None
+        base = self.tasks.rows if isinstance(self.tasks, SimulationData) else self._load_rows(self.tasks, "tasks")
+        by_prompt: dict[str, list[dict]] = {}
+        for row in base:
+            if isinstance(row.get("prompt"), str):
+                by_prompt.setdefault(row["prompt"], []).append(row)
+        k_inherited = max(len(v) for v in by_prompt.values()) if by_prompt else 1
+        if not self.k_given:
+            self.k = k_inherited
+            self.allocator.k = self.k
+        groups = deque()
+        for prompt, rows in by_prompt.items():
+            first = rows[0]
+            dims = first.get("scenario_dimensions")
+            situation = None
+            if isinstance(dims, Mapping) and set(dims) <= set(("tool", "rule", "stance", "world_state", "tool_condition", "history")):
+                try:
+                    situation = Situation(dict(dims))
+                except ConfigError:
+                    situation = None
+            faults = [f for r in rows for f in r.get("faults") or () if isinstance(f, Mapping)]
+            plan = {"*": {"mode": faults[0]["mode"], "rate": 1.0}} if faults else {}
+            groups.append(_Group(
+                key=stable_hash([self.eval_run, "task", prompt], 16), situation=situation, prompt=prompt, reference=None,
+                persona={}, arm="replay", reason="tasks= replay", parent_id=None, k=self.k, world_state=first.get("world_state"),
+                fault_plan=plan, replay={"scenario_id": first.get("scenario_id"), "writer_model": first.get("writer_model"),
+                                         "task_id": first.get("task_id")},
+            ))  # fmt: skip
+        if self.repeat_policy in ("none", "adaptive") and self.k > 1:
+            self.repeat_policy = "fixed"
+        self.pinned = list(groups)
+        return groups
+
+    def _replay_from_run0(self):
+        if getattr(self, "pinned", None) is not None:
+            base = self.pinned
+        else:
+            base = [g for g in self.groups.values() if g.eval_run == 0]
+            if self.repeat_policy in ("none", "adaptive", "successive"):
+                self.repeat_policy = "fixed"
+            self.k = max([g.next_index for g in base] + [1])
+        groups = deque()
+        for g in base:
+            groups.append(_Group(
+                key=stable_hash([self.eval_run, g.key], 16), situation=g.situation, prompt=g.prompt, reference=g.reference,
+                persona=g.persona, arm=g.arm, reason=g.reason, parent_id=g.parent_id, k=self.k, eval_run=self.eval_run,
+                world_state=g.world_state, fault_plan=g.fault_plan, replay={**(g.replay or {}), "replayed_from_run": 0},
+            ))  # fmt: skip
+        self.owed.clear()
+        return groups
+
+    # ----------------------------------------------------------------- submitting and landing
+    def _job(self, item: _Item) -> dict:
+        g = item.group
+        situation = g.situation
+        seed = self.seed if item.attempt == 0 else int(stable_hash([self.seed, "reroll", g.prompt, item.rollout_index, item.attempt], 12), 16)
+        dims = dict(situation.dimensions) if situation is not None else {}
+        privileged = {
+            "reference": f"expected conduct: {dims.get('world_state', 'unknown')} record under a {dims.get('tool_condition', 'success')} tool; "
+                         f"rule in play: {dims.get('rule', 'unspecified')}",
+            "hidden_state": {"world_state": dims.get("world_state"), "tool_condition": dims.get("tool_condition"), "situation_id": getattr(situation, "id", None)},
+        }  # fmt: skip
+        if g.reference:
+            privileged["named_reference"] = g.reference
+        user = self._user(situation)
+        return {
+            "agent": self.agent, "prompt": g.prompt, "tools": self.tools, "situation": situation, "system_prompt": self.system_prompt,
+            "rollout_index": item.rollout_index, "seed": seed, "logprobs": self.logprobs, "max_turns": self.max_turns,
+            "avg_turns": self.avg_turns, "patience": self.patience, "fault_rate": self.fault_rate, "timeout": self.rollout_timeout,
+            "sampling": self.sampling, "privileged": privileged, "user": user, "world_options": self.world_options,
+            "execute": self.execute, "fault_plan": g.fault_plan, "world_state": g.world_state,
+            "grader": self.grader, "grader_name": self.grader_name,
+        }  # fmt: skip
+
+    def _user(self, situation):
+        if self.agent_shape != "chat":
+            return None
+        if self.user_model is None and self.knobs.user_temperature is None:
+            return None  # run_rollout builds the template user from the situation
+        from toolkit.sim.user import simulated_user
+
+        return simulated_user(situation, patience=self.patience, avg_turns=self.avg_turns, user_model=self.user_model,
+                              temperature=self.knobs.user_temperature, seed=self.seed)  # fmt: skip
+
+    def _submit(self, item: _Item) -> cf.Future:
+        key = self._key(self.eval_run, item.group.prompt, item.rollout_index)
+        stored = self.resume_rows.get(key)
+        if stored is not None and key not in self.resume_keys_consumed:
+            self.resume_keys_consumed.add(key)
+            future: cf.Future = cf.Future()
+            future.set_result({"__resumed__": True, **stored})
+        else:
+            future = self.pool.submit(_rollout_task, self._job(item))
+        self.in_flight[future] = item
+        future.add_done_callback(self.completed.put)
+        return future
+
+    def _land(self, item: _Item, future: cf.Future, allow_more: bool = True) -> None:
+        g = item.group
+        try:
+            row = future.result()
+        except Exception as error:  # noqa: BLE001 -- the task itself failed (executor, pickling, world)
+            row = {"ended_by": "lost", "lost_reason": "agent_error", "lost_detail": f"{type(error).__name__}: {error}"}
+        resumed = bool(row.pop("__resumed__", False))
+        if row.get("ended_by") == "lost":
+            reason = row.get("lost_reason") or "agent_error"
+            self.last_lost_detail = row.get("lost_detail")
+            if allow_more and item.attempt < max(1, g.k) and self._capacity() > 0:
+                self.rerolled += 1
+                self.rerolled_by[reason] += 1
+                self.owed.appendleft((g, item.attempt + 1, item.rollout_index))
+            else:
+                self.lost_by[reason] += 1
+            # every failure counts toward the dead-agent rule, re-rolled or not
+            self.dead_count += 1
+            return
+        if not resumed:
+            self._stamp(row, item)
+        else:
+            row.setdefault("lineage", {})["resumed"] = True
+        self._record(row, item)
+        if not resumed:
+            written = None
+            for writer in self.writers:
+                out = writer.write(row)
+                written = written or out
+            public = written if written is not None else _scrub(row)
+        else:
+            public = _scrub(row)
+        self._store(public, row)
+        self.durations.append(float((row.get("timing") or {}).get("seconds") or 0.0))
+        reward = public.get("reward")
+        if isinstance(reward, (int, float)) and not isinstance(reward, bool):
+            self.graded.add(float(reward))
+        if self.on_row is not None:
+            try:
+                self.on_row(public)
+            except Exception as error:  # noqa: BLE001 -- a callback bug never loses rows
+                self.callback_errors += 1
+                if self.callback_errors == 1:
+                    self.warnings.append(f"on_row raised {type(error).__name__}: {error}; rows were kept, fix the callback (further errors counted in report()['callback_errors']).")
+        if self.bar is not None:
+            self.bar.update(1)
+        if allow_more:
+            self._after_landing(row, item)
+        self._retire(g)
+        self._maybe_progress()
+
+    def _retire(self, g: _Group) -> None:
+        """Forget a group that reached k with nothing outstanding: nothing can add to it any
+        more, and keeping every group (its situation, persona and prompt, ~1.5 KB) grew memory
+        with every row. Runs with runs > 1 keep them: later eval runs replay run 0's groups."""
+        if self.runs == 1 and g.landed >= g.k and g.next_index <= g.landed and self.groups.get(g.key) is g:
+            del self.groups[g.key]
+            self.retired_groups += 1
+
+    def _stamp(self, row: dict, item: _Item) -> None:
+        g = item.group
+        lineage = row.setdefault("lineage", {})
+        lineage["eval_run"] = g.eval_run
+        if item.attempt:
+            lineage["reroll"] = item.attempt
+        if g.replay is not None:
+            lineage["replayed"] = True
+            if "replayed_from_run" in g.replay:
+                lineage["replayed_from_run"] = g.replay["replayed_from_run"]
+            if g.replay.get("scenario_id"):
+                row["scenario_id"] = g.replay["scenario_id"]
+            if g.replay.get("task_id") is not None:
+                row["task_id"] = g.replay["task_id"]
+        row["writer_model"] = (g.replay or {}).get("writer_model") or ("seed" if g.arm in ("trace_seed",) else self.writer_model)
+        row["group_id"] = g.key
+        row["rollout_id"] = f"{g.key}-{item.rollout_index}"
+        row["arm"] = g.arm
+        row["selection_reason"] = g.reason
+        row["semantic_novelty"] = round(float(g.novelty), 6)
+        if g.parent_id:
+            row["parent_failure_id"] = g.parent_id
+        if g.situation is not None:
+            row["tier"] = g.situation.tier
+            row["stance"] = g.situation.dimensions.get("stance")
+            row["history"] = g.situation.dimensions.get("history")
+        for key in ("length", "texture"):
+            if g.persona.get(key):
+                row[key] = g.persona[key]
+        row["behavior_signature"] = behavior_signature(row)
+        row["fault_detected"] = bool(row.get("faults"))
+
+    def _record(self, row: dict, item: _Item) -> None:
+        g = item.group
+        k = self.knobs
+        signature = row.get("behavior_signature") or behavior_signature(row)
+        new_signature = signature not in self.signatures
+        self.signatures.add(signature)
+        sid = getattr(g.situation, "id", None) or row.get("scenario_id")
+        new_cell = bool(sid) and self.cells[sid] == 0
+        if sid:
+            self.cells[sid] += 1
+            self.cell_signatures.setdefault(sid, set()).add(signature)
+            old = self.cell_novelty.get(sid, k.gap_value_unknown)
+            self.cell_novelty[sid] = (1 - k.region_novelty_smoothing) * old + k.region_novelty_smoothing * g.novelty
+        dims = row.get("scenario_dimensions") or {}
+        for axis in self.value_counts:
+            if axis in dims:
+                self.value_counts[axis][dims[axis]] += 1
+        for step in row.get("steps") or ():
+            if isinstance(step, Mapping) and "tool" in step:
+                self.tool_calls[step["tool"]] += 1
+                result = step.get("result")
+                if isinstance(result, Mapping) and result.get("status") in ("ok", "created", "deleted", "answered"):
+                    self.tool_ok[step["tool"]] += 1
+        if self.until == "saturation" and dims:
+            self.saturation_dims.setdefault(repr(sorted(dims.items(), key=lambda kv: str(kv[0]))), {"scenario_dimensions": dims})
+        if g.landed == 0:
+            self.seen.remember(self._embed([g.prompt]))
+        g.landed += 1
+        aim = failure_aim(row, pass_threshold=k.pass_threshold, graded=self.mutate_graded, faults=k.mutate_failures)
+        if aim is not None:
+            if sid:
+                self.cell_fails[sid] += 1
+            self.mutation_aims[aim] += 1
+            self.parents.append({"id": row.get("rollout_id"), "prompt": g.prompt, "situation": g.situation, "aim": aim, "reference": g.reference, "persona": g.persona})
+        self.batch.append({"arm": g.arm if g.arm in ARMS else "structured", "new_signature": new_signature, "new_cell": new_cell})
+        if len(self.batch) >= k.per_round:
+            self._close_batch()
+
+    def _close_batch(self) -> None:
+        from toolkit.sim.search import arm_yields
+
+        yields = arm_yields(self.batch)
+        fresh = sum(int(b["new_signature"]) + int(b["new_cell"]) for b in self.batch) / len(self.batch)
+        self.flat_batches = self.flat_batches + 1 if fresh < self.knobs.saturation_fresh_share else 0
+        if self.knobs.arm_weights:
+            update = None
+            entry = {"batch": len(self.arm_history), "rows": len(self.batch), "yields": yields, "weights": dict(self.arm_weights), "moved_because": "arm_weights pinned by advanced; no update"}
+        else:
+            update = update_arm_weights(self.arm_weights, yields, floors=ARM_FLOORS, caps=ARM_CAPS)
+            self.arm_weights = dict(update.weights)
+            entry = {"batch": len(self.arm_history), "rows": len(self.batch), "yields": yields, "weights": dict(update.weights), "moved_because": update.moved_because}
+        entry["fresh_share"] = round(fresh, 6)
+        if self.until == "saturation":
+            # the seed: "saturation" also stops when coverage plateaus -- no new planned pair in
+            # saturation_flat_batches batches in a row (behaviour signatures alone never go flat
+            # offline: 30-50% of an sft batch's rows still carry a new one after 3,000 rows)
+            pairs = self.grid.coverage_of(list(self.saturation_dims.values())).get("pairs_covered") or 0
+            self.coverage_flat_batches = self.coverage_flat_batches + 1 if pairs == self.last_pairs_covered else 0
+            self.last_pairs_covered = pairs
+            entry["pairs_covered"] = pairs
+        self.arm_history.append(entry)
+        self.batch = []
+
+    def _label(self, row: dict) -> Any:
+        reward = row.get("reward")
+        if isinstance(reward, (int, float)) and not isinstance(reward, bool):
+            return int(reward >= self.knobs.pass_threshold)
+        return row.get("behavior_signature")
+
+    def _after_landing(self, row: dict, item: _Item) -> None:
+        g = item.group
+        g.labels.append(self._label(row))
+        if self.repeat_policy == "successive":
+            self.allocator.observe(g.key, g.labels[-1])
+            outstanding = g.next_index - g.landed
+            if outstanding > 0:
+                return
+            want = self.allocator.wanted(g.key)
+            for _ in range(min(want, self.k - g.next_index)):
+                self.owed.append((g, 0, g.next_index))
+                g.next_index += 1
+        elif self.repeat_policy == "adaptive" and g.landed == 1 and g.next_index < self.k:
+            explore_share = self._explore_share()
+            aim = failure_aim(row, pass_threshold=self.knobs.pass_threshold, graded=self.grader is not None)
+            if aim is not None:
+                extra = self.k - g.next_index  # verify a failure-worthy prompt to k
+            elif explore_share < self.knobs.adaptive_verify_explore_floor:
+                extra = 1  # peek for a different outcome
+            else:
+                extra = 0
+            for _ in range(extra):
+                self.owed.append((g, 0, g.next_index))
+                g.next_index += 1
+
+    def _explore_share(self) -> float:
+        clock = self.time_budget or 600.0
+        # reference: explore share 0.30 at a 15 s clock rising to 0.80 at 180 s
+        return 0.30 + 0.50 * min(1.0, max(0.0, (clock - 15.0) / (180.0 - 15.0)))
+
+    def _maybe_progress(self, final: bool = False) -> None:
+        k = self.knobs
+        now = time.perf_counter()
+        t0, r0 = self.last_progress
+        rows = len(self.rows)
+        if final or rows - r0 >= k.progress_every_rows or now - t0 >= k.progress_every_s:
+            self.last_progress = (now, rows)
+            payload = self._progress_payload(final)
+            if self.on_progress is not None:
+                try:
+                    self.on_progress(payload)
+                except Exception as error:  # noqa: BLE001
+                    self.callback_errors += 1
+                    if not any("on_progress raised" in w for w in self.warnings):
+                        self.warnings.append(f"on_progress raised {type(error).__name__}: {error}; the run went on; fix the callback.")
+        f0, fr = self.last_flush
+        if self.output is not None or self.checkpoint is not None:
+            if final or rows - fr >= k.flush_report_rows or now - f0 >= k.flush_report_s:
+                self.last_flush = (now, rows)
+                target = self.output or self.checkpoint
+                write_json_atomic(_sidecar(target, ".progress.json"), self._progress_payload(final))
+
+    def _progress_payload(self, final: bool) -> dict:
+        elapsed = time.perf_counter() - self.started
+        rows = len(self.rows)
+        rate = rows / elapsed if elapsed > 0 and rows else None
+        eta = (self.cap * self.runs - rows) / rate if rate and self.budget is not None and rows >= 5 else None
+        # coverage walks every row: computed for the final payload only (per-event it made
+        # a 5,000-row run quadratic)
+        coverage = self.grid.coverage_of(list(self._facts()["with_dims"].values())) if final else None
+        return json_safe({
+            "rows": rows, "budget": self.budget, "in_flight": len(self.in_flight), "queued": len(self.queue) + len(self.owed),
+            "lost": sum(self.lost_by.values()), "lost_by": {k: v for k, v in self.lost_by.items() if v},
+            "rerolled": self.rerolled, "elapsed_s": round(elapsed, 3), "eta_s": round(eta, 1) if eta is not None else None,
+            "rows_per_s": round(rate, 3) if rate else None, "round": self.round, "arm_weights": dict(self.arm_weights),
+            "pass_rate": self.graded.mean(), "graded": self.graded.count,
+            "unique_signatures": len(self.signatures), "unique_cells": len(self.cells),
+            "pairwise_fraction": coverage.get("fraction") if coverage else None,
+            "stopped_because": self.stopped_because, "final": final,
+        })  # fmt: skip
+
+    # ----------------------------------------------------------------- the end
+    def _finish_resume(self) -> None:
+        leftover = [row for key, row in self.resume_rows.items() if key not in self.resume_keys_consumed]
+        for row in leftover:
+            self._store(_scrub(row), row)
+            reward = row.get("reward")
+            if isinstance(reward, (int, float)) and not isinstance(reward, bool):
+                self.graded.add(float(reward))
+        if leftover:
+            self.warnings.append(f"{len(leftover)} rows from checkpoint= were not replanned by this run (a streaming run plans differently); they are kept as they were.")
+
+    def _run_llm_grade(self) -> None:
+        from toolkit.grading import grade as judge_grade
+
+        report = judge_grade(list(self.rows.trajectories()), self.llm_grade)
+        for index, graded in enumerate(report.rows):
+            row, public = self.rows.trajectory(index), self.rows.row(index)
+            for target in (row, public):
+                target["llm_reward"] = graded.get("reward")
+                target["llm_reason"] = graded.get("reason")
+            self.rows.replace(index, public, row)
+
+    def _result(self) -> SimulationData:
+        for writer in self.writers:
+            writer.close()
+        if self.stopped_because is None:
+            self.stopped_because = "budget"
+        self._maybe_progress(final=True)
+        report = self._report()
+        warnings = self.warnings
+        if (self.output is not None or self.checkpoint is not None) and self.rows:
+            from toolkit._version import __version__
+            from datetime import datetime, timezone
+
+            target = self.output or self.checkpoint
+            sidecar = {
+                "schema_version": "1", "n_rows": len(self.rows),
+                "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "toolkit_version": __version__,
+                "system_prompt_shas": sorted(self._facts()["system_prompt_shas"] - {None}),
+            }  # fmt: skip
+            data = SimulationData([], report=report, search=self.search_record, warnings=warnings, degraded=self.degraded,
+                                  stopped_because=self.stopped_because, metadata=self.metadata, system_prompts=self.system_prompts)  # fmt: skip
+            sidecar.update(data._meta())
+            write_json_atomic(_sidecar(target, ".meta.json"), sidecar)
+        return SimulationData(
+            self.rows, report=report, search=self.search_record, warnings=warnings, degraded=self.degraded,
+            stopped_because=self.stopped_because, metadata=self.metadata, system_prompts=self.system_prompts, knobs=self.knobs, seed=self.seed,
+        )  # fmt: skip
+
+    def _facts(self) -> dict:
+        """Everything the report and the sidecar read off the rows, folded in as each row is
+        stored (:meth:`_store`). It was one decoding pass over the compact store at the end
+        and at every final progress write: ~40 us a row to unpack (1.5% of offline CPU)."""
+        facts = getattr(self, "_facts_state", None)
+        if facts is None:
+            facts = self._facts_state = {
+                "with_dims": {}, "faulted_cells": 0, "faulted_with_fault": 0, "tiers": Counter(), "user_turns": 0,
+                "prompts": set(), "scenario_ids": set(), "agent_model": None, "ended_on_question": 0, "any_tool": False,
+                "system_prompt_shas": set(),
+            }  # fmt: skip
+        return facts
+
+    def _store(self, public: dict, row: dict) -> None:
+        """Keep a landed row (``public``: as written; ``row``: the trajectory) and fold it into
+        the report's facts."""
+        facts = self._facts()
+        if not self.rows:
+            facts["agent_model"] = public.get("model_version")
+        self.rows.append(public, row)
+        r = public
+        dims = r.get("scenario_dimensions")
+        steps = r.get("steps") or ()
+        has_tool = any("tool" in s for s in steps)
+        if dims:
+            # coverage counts distinct t-tuples, so each distinct dimension set is kept once
+            facts["with_dims"].setdefault(repr(sorted(dims.items(), key=lambda kv: str(kv[0]))), {"scenario_dimensions": dims})
+        if (dims or {}).get("tool_condition") not in (None, "success", "unspecified") and has_tool:
+            facts["faulted_cells"] += 1
+            facts["faulted_with_fault"] += bool(r.get("faults"))
+        if r.get("tier"):
+            facts["tiers"][r.get("tier")] += 1
+        facts["user_turns"] += sum(1 for s in steps if "user" in s) + 1
+        facts["prompts"].add(r.get("prompt"))
+        if r.get("scenario_id"):
+            facts["scenario_ids"].add(r.get("scenario_id"))
+        facts["ended_on_question"] += r.get("ended_by") == "user_left"
+        facts["any_tool"] = facts["any_tool"] or has_tool
+        facts["system_prompt_shas"].add((r.get("lineage") or {}).get("system_prompt_sha"))
+
+    def _report(self) -> dict:
+        k = self.knobs
+        rows = self.rows
+        facts = self._facts()
+        coverage = self.grid.coverage_of(list(facts["with_dims"].values()))
+        pairwise = {"pairs_planned": coverage.get("pairs_planned"), "pairs_covered": coverage.get("pairs_covered"), "fraction": coverage.get("fraction")}
+        n_faulted = facts["faulted_cells"]
+        fault_share = (facts["faulted_with_fault"] / n_faulted) if n_faulted else None
+        tiers = facts["tiers"]
+        hard = sum(v for t, v in tiers.items() if t != "ordinary")
+        tier_share = hard / sum(tiers.values()) if tiers else None
+        user_turns = facts["user_turns"]
+        lost_total = sum(self.lost_by.values())
+        self.system_prompts = [{"sha": sha256_hex(self.system_prompt or "")[:16], "text": self.system_prompt or ""}]
+        agent_model = facts["agent_model"]
+        self.metadata = {
+            "agent_model": agent_model, "writer_model": self.writer_model,
+            "user_model": (self.user_model if isinstance(self.user_model, str) else ("template" if self.agent_shape == "chat" else None)),
+            "judge": self.grader_name, "seed": self.seed, "mode": self.mode, "toolkit_engine": "offline",
+        }  # fmt: skip
+        ended_on_question = facts["ended_on_question"]
+        self.search_record = json_safe({
+            "arm_weights": self.arm_weights, "arm_start": dict(k.arm_weights) if k.arm_weights else dict(START_ARM_WEIGHTS),
+            "arm_history": self.arm_history, "unique_signatures": len(self.signatures), "unique_cells": len(self.cells),
+            "mutation_aims": dict(self.mutation_aims),
+            "failure_criteria": {"pass_threshold": k.pass_threshold, "graded_failures_steer": self.mutate_graded, "tool_faults_steer": k.mutate_failures},
+            "groups": {**self.allocator.summary(), "reached_k": self.retired_groups + sum(1 for g in self.groups.values() if g.landed >= g.k),
+                       "below_k": sum(1 for g in self.groups.values() if 0 < g.landed < g.k)},
+            "tier_mix": {"counts": dict(tiers), "hard_share_drawn": tier_share, "hard_share_requested": self.hard_share},
+            "ended_on_question": {"n": ended_on_question, "share": ended_on_question / len(rows) if rows else None},
+            "rollouts": {"landed": len(rows), "rerolled": self.rerolled, "rerolled_by": dict(self.rerolled_by), "lost": lost_total,
+                         "lost_by": {a: b for a, b in self.lost_by.items() if b}, "abandoned": self.abandoned},
+            "writer_restarts": self.writer_restarts, "eval_runs": self.runs,
+            "pinned_tasks": len(getattr(self, "pinned", []) or []), "trace_seeds": len(getattr(self, "failing_seeds", [])),
+        })  # fmt: skip
+        delivered = {
+            "rows": len(rows), "fault_share": fault_share, "tier_mix": tier_share,
+            "mean_user_turns": (user_turns / len(rows)) if len(rows) else None,
+        }
+        # delivery warnings: only for knobs the caller named (#476)
+        if self.fault_rate_named and self.execute is not None:
+            self.warnings.append(f"fault_rate={self.fault_rate} has no effect with execute=: your world answers every tool call, so difficulty is its job; drop fault_rate or execute.")
+        elif self.fault_rate_named and fault_share is not None and n_faulted >= 10:
+            if self.fault_rate == 0 and fault_share > 0.01:
+                self.warnings.append(f"fault_rate=0 but {fault_share:.0%} of faulted-cell rows saw an injected fault; check advanced['world'] fault plans.")
+            elif fault_share < 0.7 * self.fault_rate:
+                self.warnings.append(f"fault_rate={self.fault_rate} delivered only {fault_share:.0%} faulted rows among rows whose situation asked for a fault; raise fault_rate or budget.")
+        mean_user_turns = delivered["mean_user_turns"]
+        # A named avg_turns the conversations fall far short of (#299: depth stuck at ~1.5
+        # whatever avg_turns said). The reference compares mean user turns with 0.5 x avg_turns,
+        # i.e. with the most the person may speak, so it fires unless every thread runs to the
+        # cap; we compare the thread length (each user turn gets a reply: 2 x user turns) with
+        # avg_turns and warn under half. Only when a person was simulated (chat agents), over
+        # at least followup_starved_min rows so a handful of rows does not decide it.
+        if ("avg_turns" in self.advanced_named and self.agent_shape == "chat" and mean_user_turns is not None
+                and len(rows) >= k.followup_starved_min and 2 * mean_user_turns < 0.5 * self.avg_turns):
+            self.warnings.append(
+                f"avg_turns={self.avg_turns} asked for {self.avg_turns}-turn conversations; they averaged {2 * mean_user_turns:.1f} turns "
+                f"({mean_user_turns:.1f} user turns): the agent ends them early or the person walks away; set advanced['patience']='endless' "
+                "or check that the agent asks follow-up questions."
+            )
+        if "hard_share" in self.named and tier_share is not None and len(rows) >= k.tier_mix_min_rows and tier_share < self.hard_share - k.tier_mix_tolerance:
+            self.warnings.append(f"hard_share={self.hard_share} delivered {tier_share:.2f} hard-tier rows; raise budget or per_round so the tier mixer has room.")
+        if lost_total:
+            self.degraded.append("rollouts_lost")
+            by = ", ".join(f"{a} {b}" for a, b in self.lost_by.items() if b)
+            self.warnings.append(f"{lost_total} rollouts were lost after re-rolls ({by}); the surviving rows are not missing at random -- fix the agent's failures before reading rates off them.")
+        if self.stopped_because == "agent_failed":
+            self.degraded.append("agent_errors")
+            self.warnings.insert(0, f"agent_failed: no rollout produced a row after {getattr(self, 'dead_count', 0)} attempts (last: {getattr(self, 'last_lost_detail', None)}); fix the agent or its timeout and run again.")
+        if self.abandoned:
+            self.degraded.append("rollouts_abandoned")
+            self.warnings.append(f"{self.abandoned} rollouts were still running {k.stop_grace} s after the stop ({self.stopped_because}) and were abandoned; raise advanced['stop_grace'] to wait longer.")
+        if isinstance(self.writer, ModelWriter):
+            written = self.writer.summary()
+            if written["model_share"] is not None and written["model_share"] < 0.9:
+                reasons = ", ".join(f"{why} {n}" for why, n in sorted(written["fallbacks_by_reason"].items()))
+                self.warnings.append(
+                    f"the writer model {self.writer_model} phrased only {written['model_share']:.0%} of the prompts; the template writer "
+                    f"filled {written['phrasings_from_template']} ({reasons}); check the model spec, its key and report()['writer']."
+                )
+        if rows and not facts["any_tool"]:
+            self.degraded.append("no_tool_calls")
+            self.warnings.append("no row contains a tool call; check that the agent receives tools= and can call them.")
+        dead = [t for t, c in self.tool_calls.items() if c == 0]
+        if rows and len(rows) >= 50 and dead:
+            self.degraded.append("dead_tools")
+            self.warnings.append(f"tools never called in {len(rows)} rows: {', '.join(dead)}; check their descriptions or raise budget.")
+        starved = ended_on_question >= max(k.followup_starved_min, len(rows) / k.followup_starved_divisor) if rows else False
+        if starved:
+            self.degraded.append("followups_starved")
+            self.warnings.append(f"{ended_on_question} rows ended with the person walking away from a question; set advanced['patience']='endless' to see full conversations.")
+        if self.n_situations is not None and len(self.situations_opened) < self.n_situations and self.stopped_because == "budget":
+            self.warnings.append(f"budget={self.budget} stopped the run after {len(self.situations_opened)} of situations={self.n_situations}; raise budget.")
+        return json_safe({
+            "rows": len(rows), "unique_prompts": len(facts["prompts"]),
+            "unique_scenario_ids": len(facts["scenario_ids"]),
+            "unique_signatures": len(self.signatures), "unique_cells": len(self.cells),
+            "budget": self.budget, "budget_per_run": self.cap, "stopped_because": self.stopped_because,
+            "pairwise": pairwise, "coverage": {**coverage, "grid_situations": len(self.grid), "cells_run": len(self.cells)},
+            "copies_needed": k.copies_needed, "min_cell_copies": min((self.cells[s.id] for s in self.grid), default=0),
+            "mode": self.mode, "repeat_policy": self.repeat_policy, "requests_per_situation": self.n, "rollouts_per_request": self.k,
+            "unique_situations": self.unique, "n_situations": len(self.situations_opened), "situations_requested": self.n_situations,
+            "fault_rate": self.fault_rate, "hard_share": self.hard_share, "seed": self.seed, "runs": self.runs,
+            "concurrency": self.concurrency, "execution": self._execution(), "reproducible": self.reproducible, "time_budget": self.time_budget, "until": self.until,
+            "knobs": self.knobs.to_dict(), "knobs_changed": list(self.knobs.changed()),
+            "patience": self.patience, "user_temperature": k.user_temperature, "world": self.world_options.to_dict(),
+            "world_note": "fault_rate is the per-prompt chance that a faulted situation's plan is kept; world.default_fault_rate is the per-call rate a kept plan fires at",
+            "max_turns": self.max_turns, "avg_turns": self.avg_turns, "timeout": self.timeout, "logprobs": self.logprobs,
+            "sampling": self.sampling, "grader": self.grader_name, "grade": self.grade, "llm_grade": bool(self.llm_grade),
+            "simulator": self.writer_model, "writer_model": self.writer_model, "agent_model": agent_model,
+            "writer": self.writer.summary() if isinstance(self.writer, ModelWriter) else {"model": self.writer_model},
+            "user_model": self.metadata["user_model"], "arm_weights": self.search_record["arm_start"],
+            "tasks": len(getattr(self, "pinned", []) or []), "traces": len(self.traces), "seeds": len(getattr(self, "failing_seeds", [])),
+            "requested": {"fault_rate": self.fault_rate, "avg_turns": self.avg_turns, "hard_share": self.hard_share},
+            "delivered": delivered,
+            "rollouts_requested": len(rows) + lost_total, "rollouts_completed": len(rows), "rollouts_lost": lost_total,
+            "rollouts_lost_by": {a: b for a, b in self.lost_by.items() if b}, "rollouts_rerolled": self.rerolled,
+            "rollouts_abandoned": self.abandoned, "callback_errors": self.callback_errors,
+            "tools": {t: {"calls": self.tool_calls[t], "successes": self.tool_ok[t]} for t in self.tool_calls}, "dead_tools": dead,
+            "output_durability": _OUTPUT_DURABILITY if self.writers else None,
+            "offline_defaults": self.offline_defaults, "elapsed_s": round(time.perf_counter() - self.started, 3),
+            "warnings": list(self.warnings), "degraded": list(self.degraded),
+        })  # fmt: skip
+
+
+class _ExactSum:
+    """A running float sum with math.fsum's exactness (Shewchuk's partials, the algorithm
+    behind ``math.fsum``), O(number of partials) per add instead of a pass over every value."""
+
+    def __init__(self) -> None:
+        self.partials: list[float] = []
+        self.count = 0
+
+    def add(self, x: float) -> None:
+        i = 0
+        for y in self.partials:
+            if abs(x) < abs(y):
+                x, y = y, x
+            hi = x + y
+            lo = y - (hi - x)
+            if lo:
+                self.partials[i] = lo
+                i += 1
+            x = hi
+        self.partials[i:] = [x]
+        self.count += 1
+
+    def mean(self) -> float | None:
+        return math.fsum(self.partials) / self.count if self.count else None
+
+
+class _InlineExecutor(cf.Executor):
+    """Runs each task in the thread that submits it; the future is done when submit returns.
+    An exception of the task is kept on its future (like a pool's); KeyboardInterrupt and
+    SystemExit propagate, so Ctrl-C stops the run as it does with threads."""
+
+    def submit(self, fn, /, *args, **kwargs):  # type: ignore[override]
+        future: cf.Future = cf.Future()
+        future.set_running_or_notify_cancel()
+        try:
+            result = fn(*args, **kwargs)
+        except Exception as error:  # noqa: BLE001 -- kept on the future, as a pool would
+            future.set_exception(error)
+        else:
+            future.set_result(result)
+        return future
+
+
+def _scrub(row: dict) -> dict:
+    from toolkit.rows import scrub
+
+    return scrub(row)
+
+
+def _sidecar(path: Path, suffix: str) -> Path:
+    name = path.name[: -len(".jsonl")] if path.name.endswith(".jsonl") else path.name
+    return path.with_name(name + suffix)

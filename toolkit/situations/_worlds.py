@@ -1,0 +1,70 @@
+"""A situation's world: its fault plan (kept at ``fault_rate`` per prompt) and a fresh :class:`~toolkit.world.World` for one rollout.
+"""
+
+from __future__ import annotations
+from collections.abc import Callable, Mapping
+from typing import Any
+from toolkit.errors import ConfigError
+from toolkit._util.hashing import stable_uniform
+from toolkit.situations.grid import Situation
+from toolkit.world._world import World, WorldOptions, _CONDITION_ALIASES
+
+__all__ = ["fault_plan_for", "world_for"]
+
+# ----------------------------------------------------------------------------------------
+# Situation -> fault plan, world for a situation
+# ----------------------------------------------------------------------------------------
+
+
+def _condition_of(situation: Any) -> tuple[str | None, str]:
+    if situation is None or isinstance(situation, str):
+        return situation, str(situation)
+    dimensions = getattr(situation, "dimensions", situation)
+    if not isinstance(dimensions, Mapping):
+        raise ConfigError(f"expected a Situation, a dimensions dict or a condition name, got {type(situation).__name__}")
+    identity = getattr(situation, "id", None)
+    if identity is None:
+        # The same id a Situation with these dimensions has, so a dict and a Situation get
+        # the same keep verdict.
+        identity = Situation(dict(dimensions)).id
+    return dimensions.get("tool_condition"), str(identity)
+
+
+def fault_plan_for(situation: Any, *, fault_rate: float, seed: int = 0, key: str = "") -> dict[str, Any]:
+    """The fault plan one prompt of a situation runs under.
+
+    ``situation``: a Situation, its dimensions dict, or a tool-condition name. Condition
+    "success" (or none) -> ``{}``; a fault mode m -> ``{"*": {"mode": m}}`` when kept. The
+    plan is kept iff ``stable_uniform("fault-keep", seed, situation id, key) < fault_rate``
+    (``key``: the prompt text, so every rollout of one prompt agrees; a hash draw, so thread
+    timing cannot change it). ``fault_rate`` 0 never keeps a fault, 1 always does.
+    """
+    if isinstance(fault_rate, bool) or not isinstance(fault_rate, (int, float)) or not 0.0 <= fault_rate <= 1.0:
+        raise ConfigError(f"fault_rate must be a number in [0, 1], got {fault_rate!r}")
+    condition, identity = _condition_of(situation)
+    condition = _CONDITION_ALIASES.get(condition, condition)
+    if condition in (None, "success", "None", "unspecified"):
+        return {}
+    if fault_rate <= 0.0 or stable_uniform("fault-keep", seed, identity, key) >= fault_rate:
+        return {}
+    return {"*": {"mode": condition}}
+
+
+def world_for(
+    situation: Any,
+    tools: Any,
+    *,
+    fault_rate: float = 0.5,
+    seed: int = 0,
+    key: str = "",
+    options: WorldOptions | Mapping[str, Any] | None = None,
+    execute: Callable[[str, dict], Any] | None = None,
+) -> World:
+    """A fresh :class:`World` for one rollout of ``situation`` (its world_state, and its
+    fault plan kept at ``fault_rate`` as :func:`fault_plan_for` decides)."""
+    dimensions = getattr(situation, "dimensions", situation) or {}
+    state = dimensions.get("world_state") if isinstance(dimensions, Mapping) else None
+    plan = {} if execute is not None else fault_plan_for(situation, fault_rate=fault_rate, seed=seed, key=key)
+    return World(tools, options=options, seed=seed, world_state=state, fault_plan=plan, execute=execute)
+
+

@@ -1,0 +1,77 @@
+"""One metric resolver for compare and power: a metric name to per-task values (pass@1, reward, markers).
+"""
+
+from __future__ import annotations
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+import numpy as np
+from toolkit.rows._read import as_row_list
+from toolkit.errors import ConfigError, unknown_name_message
+from toolkit._util.keys import binary_reward, numeric_reward
+from toolkit.stats.summaries import per_task_values
+
+__all__ = []
+
+def _marker_value(row: Mapping[str, Any], name: str) -> float | None:
+    markers = row.get("markers")
+    if not isinstance(markers, Mapping):
+        return None
+    value = markers.get(name)
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
+        return None
+    number = float(value)
+    return number if math.isfinite(number) else None
+
+
+def _row_value(row: Mapping[str, Any], metric: str) -> float | None:
+    if metric == "pass_at_1":
+        value = binary_reward(row)
+        return None if value is None else float(value)
+    if metric == "reward":
+        return numeric_reward(row)
+    return _marker_value(row, metric[len("marker:"):])
+
+
+def _per_task_values(rows: Sequence[Mapping[str, Any]], metric: str) -> tuple[dict[str, float], int]:
+    """``{task: mean of the metric over the task's rows}`` and the count of unusable values.
+
+    Grouping and value rules are stats-core's :func:`toolkit.stats.summaries.per_task_values`
+    (exact 0/1 rewards for pass@1, finite numbers for markers); a marker one side never
+    carries is simply absent there, not an error, since the other side may carry it.
+    """
+    try:
+        grouped, skipped, _ = per_task_values(rows, metric)
+    except ConfigError:
+        return {}, 0
+    return {task: math.fsum(values) / len(values) for task, values in grouped.items()}, skipped
+
+
+def _per_task_rates(rows: Any, name: str = "rows") -> dict[str, float]:
+    """Per-task pass@1 of any row container (used by :mod:`toolkit.stats.power`)."""
+    return _per_task_values(as_row_list(rows, name), "pass_at_1")[0]
+
+
+def _marker_names(rows: Iterable[Mapping[str, Any]]) -> set[str]:
+    names: set[str] = set()
+    for row in rows:
+        markers = row.get("markers")
+        if isinstance(markers, Mapping):
+            names.update(str(name) for name in markers if _marker_value(row, str(name)) is not None)
+    return names
+
+
+def _resolve_metric(name: Any, known_markers: Iterable[str], *, extra: Iterable[str] = ()) -> str:
+    """Canonical metric name ("pass_at_1", "reward", "marker:<name>") or a ConfigError."""
+    if not isinstance(name, str) or not name:
+        raise ConfigError(f"metric must be a name such as 'pass_at_1' or 'marker:hedging'; got {name!r}")
+    markers = set(known_markers) | set(extra)
+    if name in ("pass_at_1", "reward"):
+        return name
+    bare = name[len("marker:"):] if name.startswith("marker:") else name
+    if bare in markers:
+        return "marker:" + bare
+    candidates = ["pass_at_1", "reward", *(f"marker:{m}" for m in sorted(markers)), *sorted(markers)]
+    raise ConfigError(unknown_name_message("metric", name, candidates))
+
+
