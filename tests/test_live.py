@@ -529,16 +529,26 @@ def test_status_and_table_follow_rows_between_frames():
 
 @pytest.mark.parametrize("keyword, value, message", [
     ("mode", "explor", "did you mean 'explore'"),
-    ("fault_rate", 2.0, r"fault_rate = 2.0 must be in \[0, 1\]"),  # a slider would clamp it to 1.0
+    ("fault_rate", 2.0, r"fault_rate must be a number in \[0, 1\]; got 2.0"),  # a slider would clamp it to 1.0
     ("hard_share", -0.1, "hard_share"),
-    ("budget", 0, "budget = 0 must be an integer >= 1"),
-    ("budget", "ten", "budget = 'ten' must be an integer"),
+    ("budget", 0, "budget must be an integer >= 1; got 0"),
+    ("budget", "ten", "budget must be an integer >= 1; got 'ten'"),
     ("repeats", 2.5, "repeats"),
     ("logprobs", "yes", "logprobs"),
 ])
 def test_bad_starting_values_are_refused_not_clamped(keyword, value, message):
     with pytest.raises(tk.ConfigError, match=message):
         tk.Dashboard(**{keyword: value})
+
+
+@pytest.mark.parametrize("keyword, value", [("fault_rate", 2.0), ("budget", 0), ("repeats", 2.5), ("mode", "explor"), ("logprobs", "yes")])
+def test_the_dashboard_refuses_what_simulate_refuses_with_the_same_message(keyword, value):
+    # one check (SimulateConfig) behind both: the dashboard cannot drift from the engine
+    with pytest.raises(tk.ConfigError) as engine_error:
+        tk.simulate(**{"budget": 1, keyword: value, "progress": False})
+    with pytest.raises(tk.ConfigError) as dashboard_error:
+        tk.Dashboard(**{keyword: value})
+    assert str(dashboard_error.value) == str(engine_error.value)
 
 
 def test_bad_starting_patience_gets_the_engines_message():

@@ -42,12 +42,13 @@ import ipywidgets as widgets
 
 from toolkit.errors import ConfigError, KnobError, ToolkitError, unknown_name_message
 from toolkit.sim.progress import FINAL_RESAMPLES
-from toolkit.sim import ProgressTracker, RunProgress, run_progress
+from toolkit.sim import MODES as _ENGINE_MODES
+from toolkit.sim import ProgressTracker, RunKnobs, RunProgress, SimulateConfig, run_progress, simulate
 from toolkit.live._render import LiveRenderer
 
 __all__ = ["Dashboard", "DashboardBusy"]
 
-MODES = ("explore", "sft", "rl", "adaptive")
+MODES = tuple(_ENGINE_MODES)
 # The dashboard owns these simulate() keywords (a caller passing them would cut the wires;
 # on_progress is refused too: the engine's payload costs CPU the dashboard does not need).
 _OWNED = ("on_row", "on_progress", "stop", "progress")
@@ -65,24 +66,10 @@ class DashboardBusy(ToolkitError):
     """Run was asked while a run is still going; stop it or wait for it first."""
 
 
-def _simulate():
-    from toolkit.sim import simulate
-
-    return simulate
-
-
-def _knobs():
-    from toolkit.sim import RunKnobs
-
-    return RunKnobs
-
-
 def _mode_k(mode: str) -> int | None:
     """The k (repeats) a mode schedules by default: the engine's ``MODES`` table
     (mode -> (n, k, repeat policy, fault_rate, unique))."""
-    from toolkit.sim import MODES
-
-    preset = MODES.get(mode)
+    preset = _ENGINE_MODES.get(mode)
     return int(preset[1]) if preset else None
 
 
@@ -155,7 +142,6 @@ class Dashboard:
     def __init__(self, agent: Any = None, *, tools: Any = None, system_prompt: str | None = None,
                  grader: Any = None, reference: Any = None, refresh_seconds: float = 0.5,
                  max_duty: float = 0.03, title: str | None = None, **simulate_kwargs: Any):
-        simulate = _simulate()
         parameters = inspect.signature(simulate).parameters
         for name in simulate_kwargs:
             if name in _OWNED:
@@ -180,7 +166,7 @@ class Dashboard:
         self._given = dict(simulate_kwargs)
         self._advanced_given = dict(simulate_kwargs.pop("advanced", None) or {})
         self._given.pop("advanced", None)
-        knobs = _knobs()
+        knobs = RunKnobs
         for name, value in self._advanced_given.items():
             knobs.validate(name, value)  # the engine's message for a bad starting value
         for name in self.controls_names():
@@ -224,7 +210,7 @@ class Dashboard:
         return fallback if default is None else default
 
     def _build_widgets(self) -> None:
-        knobs = _knobs()
+        knobs = RunKnobs
         style = {"description_width": "110px"}
         layout = widgets.Layout(width="250px")
         c = self.controls
@@ -299,7 +285,7 @@ class Dashboard:
         ])
 
     def _build_advanced(self) -> widgets.Widget:
-        knobs = _knobs()
+        knobs = RunKnobs
         sections = []
         titles = []
         for table in ("experiment", "engine"):
@@ -380,7 +366,7 @@ class Dashboard:
             self._revert(name, control, str(error))
             return
         self._last_valid[name] = change["new"]
-        default = _knobs().spec(name).default
+        default = RunKnobs.spec(name).default
         if value == default and name not in self._advanced_given:
             self._advanced_values.pop(name, None)
         else:
@@ -394,25 +380,17 @@ class Dashboard:
                 "concurrency", "seed", "reproducible", "logprobs")
 
     def _check_start(self, name: str, value: Any) -> Any:
-        if name == "mode" and value not in MODES:
-            raise ConfigError(unknown_name_message("mode", str(value), list(MODES)))
-        if name == "patience":
-            return knobs_validate(name, value)
-        if name == "logprobs" and value not in (False, True, "tokens"):
-            raise ConfigError(f"logprobs = {value!r} must be False, True or 'tokens'")
-        if name in ("budget", "situations", "phrasings", "repeats") and (isinstance(value, bool) or not isinstance(value, int)):
-            raise ConfigError(f"{name} = {value!r} must be an integer")
         return self._check_common(name, value)
 
     def _check_common(self, name: str, value: Any) -> Any:
+        """A control's value checked by the engine's own code (RunKnobs for knobs,
+        :meth:`SimulateConfig.check` for simulate() keywords), so the dashboard and simulate()
+        refuse the same values with the same message."""
         if name in _COMMON_KNOBS:
             return knobs_validate(name, value)
-        if name == "budget" and (not isinstance(value, int) or value < 1):
-            raise ConfigError(f"budget = {value!r} must be an integer >= 1 (rows to land)")
-        if name in ("situations", "phrasings", "repeats") and (not isinstance(value, int) or value < 0):
-            raise ConfigError(f"{name} = {value!r} must be an integer >= 1, or 0 for the mode's preset")
-        if name in ("fault_rate", "hard_share") and not (isinstance(value, (int, float)) and 0 <= value <= 1):
-            raise ConfigError(f"{name} = {value!r} must be in [0, 1]")
+        # a count control at 0 means "the mode's preset", which simulate() spells None
+        preset = name in ("situations", "phrasings", "repeats") and value == 0 and not isinstance(value, bool)
+        SimulateConfig.check(**{name: None if preset else value})
         return value
 
     def _on_common_change(self, change) -> None:
@@ -549,7 +527,7 @@ class Dashboard:
         try:
             # no on_progress: the engine builds its progress payload (coverage included) only
             # for a listener, which measured +5% CPU on an offline run; rows carry enough
-            self.data = _simulate()(**kwargs, on_row=self._on_row, stop=self._stop_event, progress=False)
+            self.data = simulate(**kwargs, on_row=self._on_row, stop=self._stop_event, progress=False)
         except Exception as error:  # shown on the status line; the kernel must not die
             self.error = f"{type(error).__name__}: {error}"
             self._traceback = traceback.format_exc()
@@ -668,4 +646,4 @@ class Dashboard:
 
 def knobs_validate(name: str, value: Any) -> Any:
     """The engine's own check of one knob value (its KnobError message on refusal)."""
-    return _knobs().validate(name, value)
+    return RunKnobs.validate(name, value)

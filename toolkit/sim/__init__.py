@@ -33,7 +33,8 @@ from toolkit.sim.user import (
 from toolkit.sim.rollout import run_rollout, LostRollout, LOST_REASONS, ENDED_BY
 from toolkit.sim.kl import ExactKL, exact_kl
 from toolkit.sim.data import SimulationData, load
-from toolkit.sim.engine import simulate, MODES, REPEAT_POLICIES
+from toolkit.sim.config import SimulateConfig, MODES, REPEAT_POLICIES, SIMULATE_PARAMETERS, SIMULATE_DEFAULTS
+from toolkit.sim.engine import simulate, RolloutJob
 from toolkit.sim.progress import ProgressPoint, RunProgress, ProgressTracker, run_progress
 
 __all__ = [
@@ -74,6 +75,10 @@ __all__ = [
     "SimulationData",
     "load",
     "simulate",
+    "SimulateConfig",
+    "SIMULATE_PARAMETERS",
+    "SIMULATE_DEFAULTS",
+    "RolloutJob",
     "MODES",
     "REPEAT_POLICIES",
     "ProgressPoint",

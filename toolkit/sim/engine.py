@@ -72,21 +72,23 @@ import queue
 import statistics
 import time
 from collections import Counter, deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from toolkit.sim.data import RowStore, SimulationData, load, write_json_atomic
+from toolkit.sim.config import SimulateConfig, _load_rows
+from toolkit.sim.data import RowStore, SimulationData, write_json_atomic
+from toolkit.sim.rollout import run_rollout
+from toolkit.situations import kept_fault_plan
+from toolkit.world import World
 from toolkit.sim.planner import gap_guided_situations, open_ended_candidates
-from toolkit.errors import ConfigError, unknown_name_message
+from toolkit.errors import ConfigError
 from toolkit._util.hashing import sha256_hex, stable_hash, stable_uniform
 from toolkit.situations.model_writer import ModelWriter
-from toolkit.agents.backends import ModelAgent, model_agent
 from toolkit._util.results import json_safe
-from toolkit.sim.knobs import RunKnobs
 from toolkit.sim.search import (
     ARM_CAPS,
     ARM_FLOORS,
@@ -96,25 +98,13 @@ from toolkit.sim.search import (
     behavior_signature,
     failure_aim,
     NoveltyIndex,
-    make_embedder,
     mutate_prompt,
     region_weight,
     update_arm_weights,
 )
 
-__all__ = ["simulate", "SimulationData", "load", "MODES", "REPEAT_POLICIES"]
+__all__ = ["simulate", "RolloutJob"]
 
-#: mode -> (n phrasings, k repeats, repeat policy, fault_rate, unique situations) (§2.2)
-MODES = {
-    "explore": (1, 1, "none", 0.5, True),
-    "sft": (3, 4, "fixed", 0.5, False),
-    "rl": (1, 8, "successive", 0.8, False),
-    "adaptive": (3, 2, "adaptive", 0.5, False),
-}
-REPEAT_POLICIES = ("none", "adaptive", "successive", "fixed", "unique")
-_UNTIL = {"compute": "compute", "budget_only": "compute", "budget": "compute", "time": "compute", "saturation": "saturation", "first": "saturation"}
-_REGION_COEFFICIENTS = {"rl": (0.25, 0.25, 0.15, 0.35)}  # reference §3.2: behaviour gap leads under rl
-_DEFAULT_REGION_COEFFICIENTS = (0.35, 0.35, 0.20, 0.10)
 #: output=/checkpoint= rows are fsynced at least this often (RowWriter fsync="interval"); an OS
 #: crash or power loss can cost at most the last second of rows, a killed process none.
 _OUTPUT_FSYNC_INTERVAL_S = 1.0
@@ -127,38 +117,6 @@ _OUTPUT_DURABILITY = (
 # while bounded: 4096 x 256 float32 = 4 MB.
 _VECTOR_CACHE_SIZE = 4096
 _RISKY_STANCES = frozenset({"boundary", "adversarial", "conflicting"})
-_PARAMETERS = (
-    "agent", "spec", "tools", "system_prompt", "policy", "situations", "traces", "tasks", "runs", "grader", "execute",
-    "requests_per_situation", "phrasings", "n", "rollouts_per_request", "repeats", "rollouts_per_prompt", "repeat_policy",
-    "unique_situations", "unique", "mode", "fault_rate", "risk", "hard_share", "reproducible", "budget", "time_budget",
-    "until", "logprobs", "sampling", "simulator", "user_model", "timeout", "grade", "llm_grade", "output", "advanced",
-    "seed", "concurrency", "patience", "avg_turns", "max_turns", "executor", "checkpoint", "on_row", "on_progress",
-    "progress", "stop",
-)  # fmt: skip
-
-
-def _alias(names_values: Sequence[tuple[str, Any]]) -> Any:
-    given = [(n, v) for n, v in names_values if v is not None]
-    if len({repr(v) for _, v in given}) > 1:
-        shown = ", ".join(f"{n}={v!r}" for n, v in given)
-        raise ConfigError(f"aliases disagree: {shown}; pass one of them")
-    return given[0][1] if given else None
-
-
-def _check_int(name: str, value: Any, lo: int, allow_none: bool = True) -> int | None:
-    if value is None and allow_none:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int) or value < lo:
-        raise ConfigError(f"{name} must be an integer >= {lo}; got {value!r}")
-    return value
-
-
-def _check_share(name: str, value: Any) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= float(value) <= 1.0:
-        raise ConfigError(f"{name} must be a number in [0, 1]; got {value!r}")
-    return float(value)
 
 
 # ----------------------------------------------------------------------------------------
@@ -196,30 +154,50 @@ class _Item:
     attempt: int = 0
 
 
-def _rollout_task(job: dict) -> dict:
-    """Run one rollout (and the grader) -- module level so any executor can run it."""
-    from toolkit.sim.rollout import run_rollout
-    from toolkit.world import World
-    from toolkit.situations import world_for
+@dataclass(frozen=True)
+class RolloutJob:
+    """Everything one rollout needs, resolved by the engine (what an executor runs).
 
-    situation = job["situation"]
-    if job.get("fault_plan") is not None or job.get("execute") is not None:
-        world = World(job["tools"], options=job["world_options"], seed=job["seed"], world_state=job.get("world_state"),
-                      fault_plan=job.get("fault_plan") or {}, execute=job.get("execute"))  # fmt: skip
-    elif situation is not None:
-        world = world_for(situation, job["tools"], fault_rate=job["fault_rate"], seed=job["seed"], key=job["prompt"], options=job["world_options"])
-    else:
-        world = World(job["tools"], options=job["world_options"], seed=job["seed"])
+    The world is built from these fields alone: ``fault_plan`` is already decided (the
+    engine applied ``fault_rate`` once, per prompt, with :func:`toolkit.situations.kept_fault_plan`),
+    so nothing on the worker reads a fault rate.
+    """
+
+    agent: Any
+    prompt: str
+    tools: list
+    situation: Any
+    system_prompt: str | None
+    rollout_index: int
+    seed: int
+    logprobs: bool | str
+    max_turns: int
+    avg_turns: int
+    patience: Any
+    timeout: float | None
+    sampling: Mapping[str, Any] | None
+    privileged: Mapping[str, Any]
+    user: Any
+    world_options: Any
+    execute: Callable | None
+    world_state: str | None
+    fault_plan: Mapping[str, Any] | None
+    grader: Callable | None
+    grader_name: str | None
+
+
+def _rollout_task(job: RolloutJob) -> dict:
+    """Run one rollout (and the grader) -- module level so any executor can run it."""
+    world = World(job.tools, options=job.world_options, seed=job.seed, world_state=job.world_state,
+                  fault_plan=job.fault_plan, execute=job.execute)  # fmt: skip
     row = run_rollout(
-        job["agent"], job["prompt"], tools=job["tools"], world=world, user=job["user"], situation=situation,
-        system_prompt=job["system_prompt"], rollout_index=job["rollout_index"], seed=job["seed"],
-        logprobs=job["logprobs"] or False, max_turns=job["max_turns"], avg_turns=job["avg_turns"],
-        patience=job["patience"], fault_rate=job["fault_rate"], timeout=job["timeout"], sampling=job["sampling"],
-        privileged=job["privileged"],
+        job.agent, job.prompt, tools=job.tools, world=world, user=job.user, situation=job.situation,
+        system_prompt=job.system_prompt, rollout_index=job.rollout_index, seed=job.seed,
+        logprobs=job.logprobs or False, max_turns=job.max_turns, avg_turns=job.avg_turns,
+        patience=job.patience, timeout=job.timeout, sampling=job.sampling, privileged=job.privileged,
     )  # fmt: skip
-    grader = job.get("grader")
-    if grader is not None and row.get("ended_by") != "lost":
-        _apply_verdict(row, grader, job.get("grader_name") or "grader")
+    if job.grader is not None and row.get("ended_by") != "lost":
+        _apply_verdict(row, job.grader, job.grader_name or "grader")
     return row
 
 
@@ -319,10 +297,9 @@ def simulate(
     so a killed process loses none; they are fsynced at least once a second and at the end
     (an OS crash can cost the last second: ``report()["output_durability"]``).
     """
-    if unknown:
-        name = sorted(unknown)[0]
-        raise TypeError("simulate() got an " + unknown_name_message("keyword argument", name, _PARAMETERS))
-    engine = _Engine(locals_=dict(locals()))
+    arguments = dict(locals())
+    given = arguments.pop("unknown")
+    engine = _Engine(SimulateConfig.build(**arguments, **given))
     # The cyclic collector rescans every long-lived object (grid, tools, knobs, row store) on
     # each generation-2 pass: 0.3 ms of the ~2.7 ms an offline row costs. Freezing what exists
     # at the start exempts it for the run; unfreezing afterwards hands it back.
@@ -339,236 +316,25 @@ class _Stop(Exception):
 
 class _Engine:
     # ----------------------------------------------------------------- configuration
-    def __init__(self, locals_: dict) -> None:
-        from toolkit.world import WorldOptions
-        from toolkit.world import normalize_tools
-
-        p = locals_
-        self.named = {k for k, v in p.items() if k not in ("unknown",) and v is not None and v is not False}
-        self.warnings: list[str] = []
+    def __init__(self, config: SimulateConfig) -> None:
+        self.cfg = config
+        self.warnings: list[str] = list(config.warnings)
         self.degraded: list[str] = []
-        self.offline_defaults: dict[str, str] = {}
-        advanced = p["advanced"]
-        if advanced is not None and not isinstance(advanced, Mapping):
-            raise ConfigError(f"advanced must be a dict of knob values; got {type(advanced).__name__}")
-        advanced = dict(advanced or {})
-        for name in ("seed", "concurrency", "patience", "avg_turns"):
-            if p[name] is not None:
-                if name in advanced and repr(advanced[name]) != repr(p[name]):
-                    raise ConfigError(f"{name}={p[name]!r} and advanced[{name!r}]={advanced[name]!r} disagree; pass one")
-                advanced[name] = p[name]
-        self.advanced_named = set(advanced)
-        self.knobs = RunKnobs.from_advanced(advanced)
-        k = self.knobs
-        self.seed = k.seed
-        # mode and its presets
-        if p["mode"] not in MODES:
-            raise ConfigError(unknown_name_message("mode", str(p["mode"]), MODES))
-        self.mode = p["mode"]
-        preset_n, preset_k, preset_policy, preset_fault, preset_unique = MODES[self.mode]
-        n_given = _alias([("requests_per_situation", p["requests_per_situation"]), ("phrasings", p["phrasings"]), ("n", p["n"])])
-        k_given = _alias([("rollouts_per_request", p["rollouts_per_request"]), ("repeats", p["repeats"]), ("rollouts_per_prompt", p["rollouts_per_prompt"])])
-        self.n = _check_int("requests_per_situation", n_given, 1) or preset_n
-        self.k = _check_int("rollouts_per_request", k_given, 1) or preset_k
-        self.k_given = k_given is not None
-        if self.mode == "adaptive" and not self.k_given:
-            clock = p["time_budget"] or 600.0
-            self.k = 3 if clock >= 90 or p["until"] in ("saturation", "first") else 2
-        policy_given = p["repeat_policy"]
-        if policy_given is not None and policy_given not in REPEAT_POLICIES:
-            raise ConfigError(unknown_name_message("repeat_policy", str(policy_given), REPEAT_POLICIES))
-        unique_given = _alias([("unique_situations", p["unique_situations"]), ("unique", p["unique"])])
-        self.repeat_policy = policy_given or preset_policy
-        self.unique = bool(unique_given) if unique_given is not None else (preset_unique and policy_given in (None, "none", "unique"))
-        if self.repeat_policy == "unique":
-            self.repeat_policy, self.unique = "none", True
-        if self.repeat_policy == "none" and not self.k_given:
-            self.k = 1
-        if unique_given and not self.k_given and n_given is None:
-            self.n, self.k = 1, 1
-        fault = _alias([("fault_rate", p["fault_rate"]), ("risk", p["risk"])])
-        self.fault_rate = _check_share("fault_rate", fault) if fault is not None else preset_fault
-        self.fault_rate_named = fault is not None
-        self.hard_share = _check_share("hard_share", p["hard_share"]) if p["hard_share"] is not None else 0.40
-        if p["situations"] is not None and (isinstance(p["situations"], bool) or not isinstance(p["situations"], int) or p["situations"] < 1):
-            raise ConfigError(f"situations must be an integer >= 1 (bools are refused); got {p['situations']!r}")
-        self.n_situations = p["situations"]
-        self.runs = _check_int("runs", p["runs"], 1, allow_none=False)
-        if self.runs > 1 and p["checkpoint"] is not None:
-            raise ConfigError("runs > 1 cannot resume from checkpoint=; run each eval run with its own checkpoint")
-        if p["budget"] is not None:
-            _check_int("budget", p["budget"], 1)
-        self.budget = p["budget"]
-        self.cap = self.budget if self.budget is not None else k.hard_row_cap
-        tb = p["time_budget"]
-        if tb is not None and (isinstance(tb, bool) or not isinstance(tb, (int, float))):
-            raise ConfigError(f"time_budget must be seconds (a number) or None; got {tb!r}")
-        self.time_budget = float(tb) if tb and tb > 0 else None
-        if p["until"] not in _UNTIL:
-            raise ConfigError(unknown_name_message("until", str(p["until"]), _UNTIL))
-        self.until = _UNTIL[p["until"]]
-        self.concurrency = k.concurrency
-        self.reproducible = bool(p["reproducible"]) or self.concurrency == 1
-        if p["reproducible"] and self.time_budget:
-            self.warnings.append("reproducible=True with a time_budget: which rows land before the clock depends on speed; drop time_budget for identical reruns.")
-        if p["logprobs"] not in (None, False, True, "tokens"):
-            raise ConfigError(f"logprobs must be None, True, False or 'tokens'; got {p['logprobs']!r}")
-        self.logprobs = p["logprobs"] or False
-        if p["sampling"] is not None and not isinstance(p["sampling"], Mapping):
-            raise ConfigError(f"sampling must be a dict like {{'temperature': 0.7}}; got {type(p['sampling']).__name__}")
-        self.sampling = dict(p["sampling"]) if p["sampling"] else None
-        t = p["timeout"]
-        if t is not None and (isinstance(t, bool) or not isinstance(t, (int, float)) or t <= 0):
-            raise ConfigError(f"timeout must be positive seconds or None; got {t!r}")
-        self.timeout = t
-        for name in ("grader", "on_row", "on_progress", "execute"):
-            if p[name] is not None and not callable(p[name]):
-                raise TypeError(f"{name}= must be callable; got {type(p[name]).__name__}")
-        if p["executor"] is not None and not isinstance(p["executor"], cf.Executor):
-            raise TypeError(f"executor= must be a concurrent.futures.Executor; got {type(p['executor']).__name__}")
-        if p["stop"] is not None and not callable(getattr(p["stop"], "is_set", None)):
-            raise TypeError("stop= must be a threading.Event (anything with is_set())")
-        self.stop_event = p["stop"]
-        self.executor = p["executor"]
-        self.on_row, self.on_progress = p["on_row"], p["on_progress"]
-        self.progress = bool(p["progress"])
-        # tools, policy, agent
-        system = _alias([("system_prompt", p["system_prompt"]), ("policy", p["policy"])])
-        tools = p["tools"]
-        if p["spec"] is not None:
-            tools, system = self._read_spec(p["spec"], tools, system)
-        agent = p["agent"]
-        from toolkit.agents import SeededAgent, resolve_agent, seeded_agent
-
-        if tools is None and isinstance(agent, SeededAgent):
-            tools = agent.tools
-        if tools is None and agent is None:
-            from toolkit._util.datasets import dataset_path
-
-            tools = dataset_path("tools/airline_support.json")
-            if system is None:
-                system = dataset_path("tools/airline_support_policy.md").read_text(encoding="utf-8")
-            self.offline_defaults["tools"] = "the shipped airline_support example tool set and policy (no tools= given)"
-        self.tools = normalize_tools(tools)
-        self.system_prompt = system
-        if agent is None:
-            agent = seeded_agent(self.tools, seed=self.seed)
-            self.offline_defaults["agent"] = "seeded offline agent (tk.seeded_agent); the reference default is a hosted model"
-        elif isinstance(agent, str):
-            agent = resolve_agent(agent, timeout=self.timeout or 300)
-        elif not callable(agent):
-            raise TypeError(f"agent must be a callable, a SeededAgent or a model spec string; got {type(agent).__name__}")
-        else:
-            resolve_agent(agent)
-        self.agent = agent
-        self.agent_is_seeded = isinstance(agent, SeededAgent)
-        # a seeded agent is in-process and cannot hang; a timeout thread per call would cost
-        # 3x its run time (measured: 6 ms -> 17 ms per rollout), so it runs without one
-        self.rollout_timeout = None if self.agent_is_seeded else self.timeout
-        from toolkit.agents import agent_shape
-
-        self.agent_shape = agent_shape(agent)
-        self.n_tools = len(self.tools)
-        mt = p["max_turns"]
-        if mt is not None:
-            _check_int("max_turns", mt, 1)
-        # reference §2.1: clamp((ctx - 2048 - min(1536, 64 n_tools)) // 128, 8, 40), ctx 4096
-        self.max_turns = mt or max(8, min(40, (4096 - 2048 - min(1536, 64 * self.n_tools)) // 128))
-        self.avg_turns = k.avg_turns
-        self.patience = k.patience
-        # writer and user
-        sim = p["simulator"]
-        if sim in (None, False, "hosted", "template"):
-            self.writer = None
-            self.writer_model = "template"
-            if sim is None or sim == "hosted":
-                self.offline_defaults["simulator"] = "template writer (offline); the reference default is a hosted model writer"
-        elif isinstance(sim, (str, ModelAgent)):
-            # a spec string, or tk.model_agent(spec, ...) to set the writer's retries, timeout
-            # or endpoint; the reply budget is the reference's for a one-card wave (engine.md §3)
-            chat = model_agent(sim) if isinstance(sim, str) else sim
-            budget = max(k.wave_tokens_floor, min(k.wave_tokens_cap, k.tokens_per_card + k.wave_tokens_base))
-            self.writer_model = sim if isinstance(sim, str) else (chat.spec or chat.model)
-            self.writer = ModelWriter(chat, self.writer_model, temperature=k.writer_temperature, max_tokens=budget)
-        elif callable(sim):
-            self.writer = sim
-            self.writer_model = getattr(sim, "__name__", "callable")
-        else:
-            raise ConfigError(
-                f"simulator must be False (template writer), a model spec string, tk.model_agent(...) or a callable "
-                f"simulator(situation, n, seed) -> list[str]; got {type(sim).__name__}"
-            )
-        self.user_model = p["user_model"]
-        if self.user_model is not None and not (isinstance(self.user_model, str) or callable(self.user_model)):
-            raise ConfigError(f"user_model must be a model spec string or a chat callable; got {type(self.user_model).__name__}")
-        if self.user_model is None and self.agent_shape == "chat":
-            self.offline_defaults["user_model"] = "template user (offline); the reference default is the agent's own model"
-        self.execute = p["execute"]
-        self.world_options = WorldOptions.from_dict(dict(k.world)) if isinstance(k.world, Mapping) else k.world
-        # grading
-        grade = p["grade"]
-        self.grader = p["grader"]
-        self.grader_name = getattr(self.grader, "__name__", "grader") if self.grader is not None else None
-        if grade not in (False, True, "conduct", None):
-            raise ConfigError(f"grade must be False, True or 'conduct'; got {grade!r}")
-        if grade:
-            if self.grader is not None:
-                raise ConfigError("grade=True and grader= both given; pass grader=tk.conduct_grader() alongside your grader by composing them, or one of the two")
-            from toolkit.grading import conduct_grader
-
-            self.grader = conduct_grader(self.system_prompt)
-            self.grader_name = "conduct"
-        self.grade = grade
-        self.llm_grade = p["llm_grade"]
-        if self.llm_grade is True:
-            raise ConfigError("llm_grade=True needs a judge model: pass llm_grade='openai:<model>' (or a judge callable); offline, grade after with data.grade(judge=...)")
-        mgf = k.mutate_graded_failures
-        if mgf is True and self.grader is None:
-            raise ConfigError("advanced['mutate_graded_failures']=True needs grader= (there are no graded failures to mutate)")
-        self.mutate_graded = (self.grader is not None) if mgf is None else mgf
-        # traces and tasks
-        self.traces = self._load_rows(p["traces"], "traces")
-        self.tasks = p["tasks"]
-        self.output = Path(p["output"]) if p["output"] is not None else None
-        self.checkpoint = Path(p["checkpoint"]) if p["checkpoint"] is not None else None
-        self.embedder = make_embedder(k.embedder)
-        self.region_coefficients = _REGION_COEFFICIENTS.get(self.mode, _DEFAULT_REGION_COEFFICIENTS)
-
-    @staticmethod
-    def _read_spec(spec: Any, tools: Any, system: Any) -> tuple[Any, Any]:
-        if isinstance(spec, Mapping):
-            return (tools if tools is not None else spec.get("tools")), (system if system is not None else spec.get("system_prompt") or spec.get("policy"))
-        folder = Path(spec)
-        if not folder.is_dir():
-            raise ConfigError(f"spec={spec!r} must be a folder holding tools.json and system_prompt.md (or policy.md), or a dict")
-        if tools is None:
-            tools = folder / "tools.json"
-        if system is None:
-            for name in ("system_prompt.md", "policy.md", "system_prompt.txt"):
-                if (folder / name).exists():
-                    system = (folder / name).read_text(encoding="utf-8")
-                    break
-        return tools, system
-
-    @staticmethod
-    def _load_rows(value: Any, name: str) -> list[dict]:
-        if value is None:
-            return []
-        from toolkit.rows._read import as_row_list
-
-        try:
-            return [dict(r) for r in as_row_list(value)]
-        except TypeError as error:
-            raise TypeError(f"{name}=: {error}") from None
+        self.offline_defaults: dict[str, str] = dict(config.offline_defaults)
+        # k and the repeat policy are the run's own: a tasks= replay fixes them to the replayed rows'
+        self.k = config.k
+        self.repeat_policy = config.repeat_policy
+        self.tools = list(config.tools)
+        self.embedder = config.make_embedder()
 
     # ----------------------------------------------------------------- run
     def run(self) -> SimulationData:
         from toolkit.situations import situation_grid
 
-        k = self.knobs
+        k = self.cfg.knobs
         self.started = time.perf_counter()
-        self.deadline = self.started + self.time_budget if self.time_budget else None
-        self.grid = situation_grid(self.tools, self.system_prompt, seed=self.seed, fault_modes=self.world_options)
+        self.deadline = self.started + self.cfg.time_budget if self.cfg.time_budget else None
+        self.grid = situation_grid(self.tools, self.cfg.system_prompt, seed=self.cfg.seed, fault_modes=self.cfg.world_options)
         self.axes = {axis: tuple(values) for axis, values in self.grid.axes.items()}
         self.grid_ids = {s.id for s in self.grid}
         self.trace_boost = self._trace_boost()
@@ -610,7 +376,7 @@ class _Engine:
         self.last_pairs_covered = -1
         self.round = 0
         self.order = 0
-        self.writer_seed = self.seed
+        self.writer_seed = self.cfg.seed
         self.writer_restarts = 0
         self.writer_pool: cf.ThreadPoolExecutor | None = None  # a model writer's card calls
         self.empty_rounds = 0
@@ -633,20 +399,20 @@ class _Engine:
         self.bar = self._make_bar()
         own_pool = None
         try:
-            if self.executor is None and self.agent_is_seeded:
+            if self.cfg.executor is None and self.cfg.agent_is_seeded:
                 # The seeded policy is pure Python that never waits, so under the GIL threads
                 # cannot run two of its rollouts at once; they only contend for the lock
                 # (measured offline at C = 32: 2.03 ms CPU/row on 32 threads vs 1.69 at C = 1).
                 # Its rollouts run on this thread instead; `concurrency` still sets how many
                 # are planned and in flight per pass. executor=ThreadPoolExecutor(n) forces threads.
                 self.pool = _InlineExecutor()
-            elif self.executor is None:
-                own_pool = cf.ThreadPoolExecutor(max_workers=self.concurrency, thread_name_prefix="toolkit-rollout")
+            elif self.cfg.executor is None:
+                own_pool = cf.ThreadPoolExecutor(max_workers=self.cfg.concurrency, thread_name_prefix="toolkit-rollout")
                 self.pool = own_pool
             else:
-                self.pool = self.executor
+                self.pool = self.cfg.executor
             self.replay_groups = self._replay_groups()
-            for run_index in range(self.runs):
+            for run_index in range(self.cfg.runs):
                 self.eval_run = run_index
                 self.run_budget_start = len(self.rows)
                 if run_index > 0:
@@ -669,16 +435,16 @@ class _Engine:
             if self.bar is not None:
                 self.bar.close()
         self._finish_resume()
-        if self.llm_grade:
+        if self.cfg.llm_grade:
             self._run_llm_grade()
         return self._result()
 
     def _execution(self) -> str:
         """Where rollouts ran: "inline" (the seeded agent, on the engine's thread), "threads"
         (a pool of `concurrency` threads) or the caller's executor class."""
-        if self.executor is not None:
-            return type(self.executor).__name__
-        return "inline" if self.agent_is_seeded else "threads"
+        if self.cfg.executor is not None:
+            return type(self.cfg.executor).__name__
+        return "inline" if self.cfg.agent_is_seeded else "threads"
 
     def embedder_dim(self) -> int:
         return getattr(self.embedder, "dim", 384)
@@ -688,12 +454,12 @@ class _Engine:
         return stable_hash([eval_run, prompt, rollout_index], 24)
 
     def _read_checkpoint(self) -> tuple[dict, set]:
-        if self.checkpoint is None or not self.checkpoint.exists():
+        if self.cfg.checkpoint is None or not self.cfg.checkpoint.exists():
             return {}, set()
         from toolkit.rows import read_rows
 
         stored = {}
-        for row in read_rows(self.checkpoint, strict=False):
+        for row in read_rows(self.cfg.checkpoint, strict=False):
             if row.get("ended_by") == "lost":
                 continue
             eval_run = (row.get("lineage") or {}).get("eval_run", 0) or 0
@@ -708,20 +474,20 @@ class _Engine:
         # 4 ms per row on this machine (1,000-row profile: 3.9 s of 13.5 s), more than the row.
         durability = {"fsync": "interval", "fsync_interval": _OUTPUT_FSYNC_INTERVAL_S}
         writers = []
-        if self.checkpoint is not None:
-            writers.append(RowWriter(self.checkpoint, mode="a", **durability))
-        if self.output is not None and (self.checkpoint is None or self.output.resolve() != self.checkpoint.resolve()):
-            writers.append(RowWriter(self.output, mode="w", **durability))
+        if self.cfg.checkpoint is not None:
+            writers.append(RowWriter(self.cfg.checkpoint, mode="a", **durability))
+        if self.cfg.output is not None and (self.cfg.checkpoint is None or self.cfg.output.resolve() != self.cfg.checkpoint.resolve()):
+            writers.append(RowWriter(self.cfg.output, mode="w", **durability))
         return writers
 
     def _make_bar(self):
-        if not self.progress:
+        if not self.cfg.progress:
             return None
         try:
             from tqdm.auto import tqdm
         except ImportError:  # pragma: no cover
             return None
-        return tqdm(total=self.cap * self.runs if self.budget is not None else None, desc="simulate", unit="row", leave=True)
+        return tqdm(total=self.cfg.cap * self.cfg.runs if self.cfg.budget is not None else None, desc="simulate", unit="row", leave=True)
 
     # ----------------------------------------------------------------- the loop
     def _landed_this_run(self) -> int:
@@ -729,13 +495,13 @@ class _Engine:
 
     def _capacity(self) -> int:
         pending_resume = 0
-        return self.cap - self._landed_this_run() - len(self.in_flight) - len(self.queue) - pending_resume
+        return self.cfg.cap - self._landed_this_run() - len(self.in_flight) - len(self.queue) - pending_resume
 
     def _stop_requested(self) -> bool:
-        return self.stop_event is not None and self.stop_event.is_set()
+        return self.cfg.stop_event is not None and self.cfg.stop_event.is_set()
 
     def _loop(self) -> None:
-        k = self.knobs
+        k = self.cfg.knobs
         self.stopped_because = None
         while True:
             if self._stop_requested():
@@ -747,7 +513,7 @@ class _Engine:
                 self.stopped_because = reason
                 self._drain(cancel=reason not in ("budget", "situations_exhausted", "tasks_done", "saturation"))
                 return
-            if self.reproducible:
+            if self.cfg.reproducible:
                 planned = self._plan_round()
                 if not planned:
                     if self._exhausted():
@@ -764,13 +530,13 @@ class _Engine:
                 for item, future in results:
                     self._land(item, future)
             else:
-                threshold = max(k.pool_low_floor, min(k.pool_low_cap, self.concurrency // k.pool_low_flight_divisor))
+                threshold = max(k.pool_low_floor, min(k.pool_low_cap, self.cfg.concurrency // k.pool_low_flight_divisor))
                 # Submit past `concurrency` (up to twice it) once a row has landed: the pool's
                 # own queue then hands a free worker its next rollout at once, instead of after
                 # the main thread has landed the last one and planned (C/L bound, issue 5).
                 # Before the first row lands the cap is `concurrency`, so a dead agent is not
                 # called more than the dead-agent rule allows.
-                ahead = self.concurrency * 2 if self.rows else self.concurrency
+                ahead = self.cfg.concurrency * 2 if self.rows else self.cfg.concurrency
                 # Plan until the queue is above the low-water mark AND can fill every slot:
                 # one small round per pass (the first wave is 8 prompts) left most of 32
                 # workers idle for the whole first wave.
@@ -804,7 +570,7 @@ class _Engine:
                 # before the first row still holds): the first wave's replies then find their
                 # successors planned. Planning them after the replies left the workers idle
                 # 14 ms between waves 1 and 2 at C = 32, L = 50 ms.
-                while not closing and self.completed.empty() and len(self.queue) + len(self.in_flight) < 2 * self.concurrency and self._capacity() > 0:
+                while not closing and self.completed.empty() and len(self.queue) + len(self.in_flight) < 2 * self.cfg.concurrency and self._capacity() > 0:
                     planned = self._plan_round()
                     if not planned:
                         break
@@ -834,7 +600,7 @@ class _Engine:
                 self.in_flight.pop(future)
 
     def _tick(self) -> float:
-        k = self.knobs
+        k = self.cfg.knobs
         if self.deadline is None:
             return k.collect_wait_s
         left = self.deadline - time.perf_counter()
@@ -860,17 +626,17 @@ class _Engine:
         if left <= 0:
             return True
         if self.durations:
-            return left < self.knobs.closing_margin * statistics.median(self.durations)
+            return left < self.cfg.knobs.closing_margin * statistics.median(self.durations)
         return False
 
     def _exhausted(self) -> bool:
         """Nothing was planned and nothing is in flight: decide whether the run is over."""
-        k = self.knobs
+        k = self.cfg.knobs
         if self.replay_groups is not None:
             if not self.owed:
                 self.stopped_because = "tasks_done"
                 return True
-        if self.n_situations is not None and len(self.situations_opened) >= self.n_situations and not self.owed:
+        if self.cfg.n_situations is not None and len(self.situations_opened) >= self.cfg.n_situations and not self.owed:
             self.stopped_because = "situations_exhausted"
             return True
         if self._capacity() <= 0:
@@ -879,27 +645,27 @@ class _Engine:
         self.empty_rounds += 1
         if self.empty_rounds % k.writer_idle_rounds_to_restart == 0:
             self.writer_restarts += 1
-            self.writer_seed = self.seed + k.restart_seed_stride * self.writer_restarts
+            self.writer_seed = self.cfg.seed + k.restart_seed_stride * self.writer_restarts
         if self.empty_rounds >= k.empty_rounds_to_stop:
             self.stopped_because = "writer_exhausted"
             return True
         return False
 
     def _check_stop(self) -> str | None:
-        k = self.knobs
+        k = self.cfg.knobs
         landed = self._landed_this_run()
-        if landed >= self.cap:
+        if landed >= self.cfg.cap:
             return "budget"
-        if not self.rows and self.dead_count >= max(k.dead_agent_errors, k.dead_agent_budget_multiple * (self.budget or 0)):
+        if not self.rows and self.dead_count >= max(k.dead_agent_errors, k.dead_agent_budget_multiple * (self.cfg.budget or 0)):
             return "agent_failed"
         if self.deadline is not None and time.perf_counter() >= self.deadline:
             return "time_budget"
         if self.deadline is not None and self._closing() and not self.in_flight:
             return "time_budget"
-        if self.until == "saturation" and self.rows and self.replay_groups is None:
+        if self.cfg.until == "saturation" and self.rows and self.replay_groups is None:
             planned = [s.id for s in self.grid]
             # unique situations give a cell one row by design, so one row per planned cell is full
-            needed = 1 if self.unique else k.copies_needed
+            needed = 1 if self.cfg.unique else k.copies_needed
             if all(self.cells[sid] >= needed for sid in planned):
                 return "saturation"
             if self.flat_batches >= k.saturation_flat_batches or self.coverage_flat_batches >= k.saturation_flat_batches:
@@ -915,7 +681,7 @@ class _Engine:
             if future.cancel():
                 self.in_flight.pop(future)
         if self.in_flight:
-            done, pending = cf.wait(list(self.in_flight), timeout=self.knobs.stop_grace if cancel else None)
+            done, pending = cf.wait(list(self.in_flight), timeout=self.cfg.knobs.stop_grace if cancel else None)
             for future in sorted(done, key=lambda f: self.in_flight[f].order):
                 item = self.in_flight.pop(future)
                 self._land(item, future, allow_more=False)
@@ -924,7 +690,7 @@ class _Engine:
 
     # ----------------------------------------------------------------- planning
     def _plan_round(self) -> list[_Item]:
-        k = self.knobs
+        k = self.cfg.knobs
         capacity = self._capacity()
         if capacity <= 0 or self._closing():
             return []
@@ -953,7 +719,7 @@ class _Engine:
         return _Item(order=self.order, group=group, rollout_index=rollout_index, attempt=attempt)
 
     def _initial_rollouts(self) -> int:
-        return {"none": 1, "fixed": self.k, "successive": min(self.knobs.probe, self.k), "adaptive": 1}[self.repeat_policy]
+        return {"none": 1, "fixed": self.k, "successive": min(self.cfg.knobs.probe, self.k), "adaptive": 1}[self.repeat_policy]
 
     def _open_group(self, group: _Group, free: int) -> list[_Item]:
         self.groups[group.key] = group
@@ -996,7 +762,7 @@ class _Engine:
         for w in weights:
             running.append(w / total)
             cumulative.append(math.fsum(running))
-        offset = stable_uniform(self.seed, "arm-slots", self.eval_run, self.round)
+        offset = stable_uniform(self.cfg.seed, "arm-slots", self.eval_run, self.round)
         counts = Counter()
         for j in range(slots):
             point = (offset + j) / slots
@@ -1006,7 +772,7 @@ class _Engine:
 
     def _open_fresh(self, free: int) -> list[_Item]:
         per_group = self._initial_rollouts()
-        n_groups = max(1, math.ceil(free / max(1, per_group * self.n)))
+        n_groups = max(1, math.ceil(free / max(1, per_group * self.cfg.n)))
         counts = self._arm_counts(n_groups)
         items: list[_Item] = []
         for arm in ARMS:
@@ -1015,7 +781,7 @@ class _Engine:
             for situation, texts, reason, parent in self._candidates(arm, counts[arm]):
                 if len(items) >= free:
                     break
-                if self.n_situations is not None and situation.id not in self.situations_opened_set and len(self.situations_opened) >= self.n_situations:
+                if self.cfg.n_situations is not None and situation.id not in self.situations_opened_set and len(self.situations_opened) >= self.cfg.n_situations:
                     continue
                 if situation.id not in self.situations_opened_set:
                     self.situations_opened.append(situation.id)
@@ -1034,7 +800,7 @@ class _Engine:
 
     # candidates: list of (situation, [(text, reference, persona, novelty)], reason, parent_id)
     def _candidates(self, arm: str, count: int) -> list:
-        k = self.knobs
+        k = self.cfg.knobs
         salt = [self.eval_run, self.round, arm]
         if arm == "failure_mutation":
             if not self.parents:
@@ -1057,7 +823,7 @@ class _Engine:
             return self._write_and_pick([(s, r) for s, r in situations if self._family_ok(s)], count, "gap-guided: ")
         if arm == "behavior_targeted":
             least = sorted(self.tool_calls, key=lambda t: (self.tool_calls[t], list(self.tool_calls).index(t)))[: max(1, k.writer_context_items)]
-            chosen = [s for s in self.grid if s.dimensions.get("tool") in least and self._family_ok(s) and (not self.unique or self.cells[s.id] == 0)]
+            chosen = [s for s in self.grid if s.dimensions.get("tool") in least and self._family_ok(s) and (not self.cfg.unique or self.cells[s.id] == 0)]
             if not chosen:
                 return self._candidates("llm_guided", count)
             chosen.sort(key=lambda s: (least.index(s.dimensions["tool"]), stable_uniform(self.writer_seed, "bt", salt, s.id)))
@@ -1067,7 +833,7 @@ class _Engine:
 
         ranked = []
         for s in self.grid:
-            if self.unique and (self.cells[s.id] > 0 or s.id in self.situations_opened_set):
+            if self.cfg.unique and (self.cells[s.id] > 0 or s.id in self.situations_opened_set):
                 continue
             if not self._family_ok(s):
                 continue
@@ -1075,28 +841,28 @@ class _Engine:
             u = stable_uniform(self.writer_seed, "reservoir", self.eval_run, self.round, s.id)
             ranked.append((u ** (1.0 / weight) if weight > 0 else 0.0, s))
         if not ranked:
-            return self._candidates("llm_guided", count) if self.unique else []
+            return self._candidates("llm_guided", count) if self.cfg.unique else []
         ranked.sort(key=lambda pair: -pair[0])
         pool = [s for _, s in ranked[: max(count * k.select_oversample, count)]]
-        mixed = list(mix_tiers(pool, min(count, len(pool)), self.hard_share, seed=self.writer_seed + self.round))
+        mixed = list(mix_tiers(pool, min(count, len(pool)), self.cfg.hard_share, seed=self.writer_seed + self.round))
         return self._write_and_pick([(s, f"grid cell (region weight {self._region_weight(s):.3f})") for s in mixed], count, "")
 
     def _family_ok(self, situation) -> bool:
-        k = self.knobs
-        cap = max(k.family_cap_floor, self.n * k.family_cap_per_phrasing * self.k)
+        k = self.cfg.knobs
+        cap = max(k.family_cap_floor, self.cfg.n * k.family_cap_per_phrasing * self.k)
         return self.cells[situation.id] < cap
 
     def _write(self, situation) -> list[tuple[str, str | None, dict]]:
         from toolkit.situations import write_prompts
 
         variant_seed = self.writer_seed + self.cells[situation.id] * 7919  # a new variant set per revisit
-        count = self.n + self.knobs.writer_typical_completions - 1  # the engine keeps the n most novel
-        if isinstance(self.writer, ModelWriter):
+        count = self.cfg.n + self.cfg.knobs.writer_typical_completions - 1  # the engine keeps the n most novel
+        if isinstance(self.cfg.writer, ModelWriter):
             drafts = write_prompts(situation, count, seed=variant_seed, tools=self.tools)
-            return self.writer(situation, count, variant_seed, tools=self.tools, drafts=drafts)
-        if self.writer is not None:
-            texts = list(self.writer(situation, self.n, variant_seed))
-            return [(str(t), None, {}) for t in texts[: self.n]]
+            return self.cfg.writer(situation, count, variant_seed, tools=self.tools, drafts=drafts)
+        if self.cfg.writer is not None:
+            texts = list(self.cfg.writer(situation, self.cfg.n, variant_seed))
+            return [(str(t), None, {}) for t in texts[: self.cfg.n]]
         prompts = write_prompts(situation, count, seed=variant_seed, tools=self.tools)
         return [(p.text, p.reference, dict(p.persona)) for p in prompts]
 
@@ -1105,12 +871,12 @@ class _Engine:
         ``count`` at a time on ``writer_concurrency`` threads (in order of the list, so the
         first ``count`` usable cards win as before): one card at a time, a 1 s writer model
         held a 32-row round for ~11 s."""
-        if not isinstance(self.writer, ModelWriter) or len(situations) <= 1:
+        if not isinstance(self.cfg.writer, ModelWriter) or len(situations) <= 1:
             for situation, reason in situations:
                 yield situation, reason, self._write(situation)
             return
         if self.writer_pool is None:
-            self.writer_pool = cf.ThreadPoolExecutor(max_workers=self.knobs.writer_concurrency, thread_name_prefix="toolkit-writer")
+            self.writer_pool = cf.ThreadPoolExecutor(max_workers=self.cfg.knobs.writer_concurrency, thread_name_prefix="toolkit-writer")
         for start in range(0, len(situations), max(1, count)):
             chunk = situations[start : start + max(1, count)]
             futures = [self.writer_pool.submit(self._write, situation) for situation, _ in chunk]
@@ -1124,8 +890,8 @@ class _Engine:
             if not written:
                 continue
             scores = self._novelty([w[0] for w in written])
-            if len(written) > self.n:  # keep the n most novel phrasings of this card
-                order = sorted(sorted(range(len(written)), key=lambda i: (-round(float(scores[i]), 9), i))[: self.n])
+            if len(written) > self.cfg.n:  # keep the n most novel phrasings of this card
+                order = sorted(sorted(range(len(written)), key=lambda i: (-round(float(scores[i]), 9), i))[: self.cfg.n])
                 written = [written[i] for i in order]
                 scores = [scores[i] for i in order]
             out.append((situation, [(t, r, p, float(s)) for (t, r, p), s in zip(written, scores)], prefix + reason, None))
@@ -1163,7 +929,7 @@ class _Engine:
         return np.stack([vectors[t] for t in texts])
 
     def _region_weight(self, situation) -> float:
-        k = self.knobs
+        k = self.cfg.knobs
         d = situation.dimensions
         count = self.cells[situation.id]
         tool = d.get("tool")
@@ -1184,18 +950,18 @@ class _Engine:
         else:
             gap_score = k.gap_value_unknown
         gap = k.gap_weight * gap_score + (1 - k.gap_weight) * self.cell_fails[situation.id] / (count + 1)
-        weight = region_weight(count, risk, self.cell_novelty.get(situation.id, k.gap_value_unknown), gap, self.region_coefficients)
+        weight = region_weight(count, risk, self.cell_novelty.get(situation.id, k.gap_value_unknown), gap, self.cfg.region_coefficients)
         return weight * self.trace_boost.get(situation.id, 1.0)
 
     # ----------------------------------------------------------------- traces and tasks
     def _trace_boost(self) -> dict[str, float]:
         """Hot regions from failing traces pull grid weight: x(1 + gain x share x match)."""
-        k = self.knobs
+        k = self.cfg.knobs
         self.failing_seeds: list[str] = []
-        if not self.traces:
+        if not self.cfg.traces:
             return {}
         hot: Counter = Counter()
-        for row in self.traces:
+        for row in self.cfg.traces:
             aim = failure_aim(row, pass_threshold=k.pass_threshold, graded="reward" in row)
             if aim is None:
                 continue
@@ -1219,9 +985,9 @@ class _Engine:
         """tasks= -> a fixed queue of groups; traces= failing asks -> seed groups (then search)."""
         from toolkit.situations import Situation
 
-        if self.tasks is None and not getattr(self, "failing_seeds", None):
+        if self.cfg.tasks is None and not getattr(self, "failing_seeds", None):
             return None
-        if self.tasks is None:
+        if self.cfg.tasks is None:
             # failing asks from traces run first as seed groups, then the search continues
             for text in self.failing_seeds:
                 group = _Group(key=stable_hash([0, "seed", text], 16), situation=None, prompt=text, reference=None, persona={},
@@ -1231,13 +997,13 @@ class _Engine:
                 self.groups[group.key] = group
                 self.prompts_seen.add(text)
             return None
-        base = self.tasks.rows if isinstance(self.tasks, SimulationData) else self._load_rows(self.tasks, "tasks")
+        base = self.cfg.tasks.rows if isinstance(self.cfg.tasks, SimulationData) else _load_rows(self.cfg.tasks, "tasks")
         by_prompt: dict[str, list[dict]] = {}
         for row in base:
             if isinstance(row.get("prompt"), str):
                 by_prompt.setdefault(row["prompt"], []).append(row)
         k_inherited = max(len(v) for v in by_prompt.values()) if by_prompt else 1
-        if not self.k_given:
+        if not self.cfg.k_given:
             self.k = k_inherited
             self.allocator.k = self.k
         groups = deque()
@@ -1282,10 +1048,10 @@ class _Engine:
         return groups
 
     # ----------------------------------------------------------------- submitting and landing
-    def _job(self, item: _Item) -> dict:
+    def _job(self, item: _Item) -> RolloutJob:
         g = item.group
         situation = g.situation
-        seed = self.seed if item.attempt == 0 else int(stable_hash([self.seed, "reroll", g.prompt, item.rollout_index, item.attempt], 12), 16)
+        seed = self.cfg.seed if item.attempt == 0 else int(stable_hash([self.cfg.seed, "reroll", g.prompt, item.rollout_index, item.attempt], 12), 16)
         dims = dict(situation.dimensions) if situation is not None else {}
         privileged = {
             "reference": f"expected conduct: {dims.get('world_state', 'unknown')} record under a {dims.get('tool_condition', 'success')} tool; "
@@ -1295,24 +1061,32 @@ class _Engine:
         if g.reference:
             privileged["named_reference"] = g.reference
         user = self._user(situation)
-        return {
-            "agent": self.agent, "prompt": g.prompt, "tools": self.tools, "situation": situation, "system_prompt": self.system_prompt,
-            "rollout_index": item.rollout_index, "seed": seed, "logprobs": self.logprobs, "max_turns": self.max_turns,
-            "avg_turns": self.avg_turns, "patience": self.patience, "fault_rate": self.fault_rate, "timeout": self.rollout_timeout,
-            "sampling": self.sampling, "privileged": privileged, "user": user, "world_options": self.world_options,
-            "execute": self.execute, "fault_plan": g.fault_plan, "world_state": g.world_state,
-            "grader": self.grader, "grader_name": self.grader_name,
-        }  # fmt: skip
+        if g.fault_plan is not None or self.cfg.execute is not None:
+            world_state, fault_plan = g.world_state, g.fault_plan
+        elif situation is not None:
+            # the one place the run's fault_rate is read: keep this prompt's fault or not
+            world_state = dims.get("world_state")
+            fault_plan = kept_fault_plan(situation, fault_rate=self.cfg.fault_rate, seed=seed, key=g.prompt)
+        else:
+            world_state, fault_plan = None, None
+        return RolloutJob(
+            agent=self.cfg.agent, prompt=g.prompt, tools=self.tools, situation=situation, system_prompt=self.cfg.system_prompt,
+            rollout_index=item.rollout_index, seed=seed, logprobs=self.cfg.logprobs, max_turns=self.cfg.max_turns,
+            avg_turns=self.cfg.avg_turns, patience=self.cfg.patience, timeout=self.cfg.rollout_timeout,
+            sampling=self.cfg.sampling, privileged=privileged, user=user, world_options=self.cfg.world_options,
+            execute=self.cfg.execute, world_state=world_state, fault_plan=fault_plan,
+            grader=self.cfg.grader, grader_name=self.cfg.grader_name,
+        )  # fmt: skip
 
     def _user(self, situation):
-        if self.agent_shape != "chat":
+        if self.cfg.agent_shape != "chat":
             return None
-        if self.user_model is None and self.knobs.user_temperature is None:
+        if self.cfg.user_model is None and self.cfg.knobs.user_temperature is None:
             return None  # run_rollout builds the template user from the situation
         from toolkit.sim.user import simulated_user
 
-        return simulated_user(situation, patience=self.patience, avg_turns=self.avg_turns, user_model=self.user_model,
-                              temperature=self.knobs.user_temperature, seed=self.seed)  # fmt: skip
+        return simulated_user(situation, patience=self.cfg.patience, avg_turns=self.cfg.avg_turns, user_model=self.cfg.user_model,
+                              temperature=self.cfg.knobs.user_temperature, seed=self.cfg.seed)  # fmt: skip
 
     def _submit(self, item: _Item) -> cf.Future:
         key = self._key(self.eval_run, item.group.prompt, item.rollout_index)
@@ -1364,9 +1138,9 @@ class _Engine:
         reward = public.get("reward")
         if isinstance(reward, (int, float)) and not isinstance(reward, bool):
             self.graded.add(float(reward))
-        if self.on_row is not None:
+        if self.cfg.on_row is not None:
             try:
-                self.on_row(public)
+                self.cfg.on_row(public)
             except Exception as error:  # noqa: BLE001 -- a callback bug never loses rows
                 self.callback_errors += 1
                 if self.callback_errors == 1:
@@ -1382,7 +1156,7 @@ class _Engine:
         """Forget a group that reached k with nothing outstanding: nothing can add to it any
         more, and keeping every group (its situation, persona and prompt, ~1.5 KB) grew memory
         with every row. Runs with runs > 1 keep them: later eval runs replay run 0's groups."""
-        if self.runs == 1 and g.landed >= g.k and g.next_index <= g.landed and self.groups.get(g.key) is g:
+        if self.cfg.runs == 1 and g.landed >= g.k and g.next_index <= g.landed and self.groups.get(g.key) is g:
             del self.groups[g.key]
             self.retired_groups += 1
 
@@ -1400,7 +1174,7 @@ class _Engine:
                 row["scenario_id"] = g.replay["scenario_id"]
             if g.replay.get("task_id") is not None:
                 row["task_id"] = g.replay["task_id"]
-        row["writer_model"] = (g.replay or {}).get("writer_model") or ("seed" if g.arm in ("trace_seed",) else self.writer_model)
+        row["writer_model"] = (g.replay or {}).get("writer_model") or ("seed" if g.arm in ("trace_seed",) else self.cfg.writer_model)
         row["group_id"] = g.key
         row["rollout_id"] = f"{g.key}-{item.rollout_index}"
         row["arm"] = g.arm
@@ -1420,7 +1194,7 @@ class _Engine:
 
     def _record(self, row: dict, item: _Item) -> None:
         g = item.group
-        k = self.knobs
+        k = self.cfg.knobs
         signature = row.get("behavior_signature") or behavior_signature(row)
         new_signature = signature not in self.signatures
         self.signatures.add(signature)
@@ -1441,12 +1215,12 @@ class _Engine:
                 result = step.get("result")
                 if isinstance(result, Mapping) and result.get("status") in ("ok", "created", "deleted", "answered"):
                     self.tool_ok[step["tool"]] += 1
-        if self.until == "saturation" and dims:
+        if self.cfg.until == "saturation" and dims:
             self.saturation_dims.setdefault(repr(sorted(dims.items(), key=lambda kv: str(kv[0]))), {"scenario_dimensions": dims})
         if g.landed == 0:
             self.seen.remember(self._embed([g.prompt]))
         g.landed += 1
-        aim = failure_aim(row, pass_threshold=k.pass_threshold, graded=self.mutate_graded, faults=k.mutate_failures)
+        aim = failure_aim(row, pass_threshold=k.pass_threshold, graded=self.cfg.mutate_graded, faults=k.mutate_failures)
         if aim is not None:
             if sid:
                 self.cell_fails[sid] += 1
@@ -1461,8 +1235,8 @@ class _Engine:
 
         yields = arm_yields(self.batch)
         fresh = sum(int(b["new_signature"]) + int(b["new_cell"]) for b in self.batch) / len(self.batch)
-        self.flat_batches = self.flat_batches + 1 if fresh < self.knobs.saturation_fresh_share else 0
-        if self.knobs.arm_weights:
+        self.flat_batches = self.flat_batches + 1 if fresh < self.cfg.knobs.saturation_fresh_share else 0
+        if self.cfg.knobs.arm_weights:
             update = None
             entry = {"batch": len(self.arm_history), "rows": len(self.batch), "yields": yields, "weights": dict(self.arm_weights), "moved_because": "arm_weights pinned by advanced; no update"}
         else:
@@ -1470,7 +1244,7 @@ class _Engine:
             self.arm_weights = dict(update.weights)
             entry = {"batch": len(self.arm_history), "rows": len(self.batch), "yields": yields, "weights": dict(update.weights), "moved_because": update.moved_because}
         entry["fresh_share"] = round(fresh, 6)
-        if self.until == "saturation":
+        if self.cfg.until == "saturation":
             # the seed: "saturation" also stops when coverage plateaus -- no new planned pair in
             # saturation_flat_batches batches in a row (behaviour signatures alone never go flat
             # offline: 30-50% of an sft batch's rows still carry a new one after 3,000 rows)
@@ -1484,7 +1258,7 @@ class _Engine:
     def _label(self, row: dict) -> Any:
         reward = row.get("reward")
         if isinstance(reward, (int, float)) and not isinstance(reward, bool):
-            return int(reward >= self.knobs.pass_threshold)
+            return int(reward >= self.cfg.knobs.pass_threshold)
         return row.get("behavior_signature")
 
     def _after_landing(self, row: dict, item: _Item) -> None:
@@ -1501,10 +1275,10 @@ class _Engine:
                 g.next_index += 1
         elif self.repeat_policy == "adaptive" and g.landed == 1 and g.next_index < self.k:
             explore_share = self._explore_share()
-            aim = failure_aim(row, pass_threshold=self.knobs.pass_threshold, graded=self.grader is not None)
+            aim = failure_aim(row, pass_threshold=self.cfg.knobs.pass_threshold, graded=self.cfg.grader is not None)
             if aim is not None:
                 extra = self.k - g.next_index  # verify a failure-worthy prompt to k
-            elif explore_share < self.knobs.adaptive_verify_explore_floor:
+            elif explore_share < self.cfg.knobs.adaptive_verify_explore_floor:
                 extra = 1  # peek for a different outcome
             else:
                 extra = 0
@@ -1513,42 +1287,42 @@ class _Engine:
                 g.next_index += 1
 
     def _explore_share(self) -> float:
-        clock = self.time_budget or 600.0
+        clock = self.cfg.time_budget or 600.0
         # reference: explore share 0.30 at a 15 s clock rising to 0.80 at 180 s
         return 0.30 + 0.50 * min(1.0, max(0.0, (clock - 15.0) / (180.0 - 15.0)))
 
     def _maybe_progress(self, final: bool = False) -> None:
-        k = self.knobs
+        k = self.cfg.knobs
         now = time.perf_counter()
         t0, r0 = self.last_progress
         rows = len(self.rows)
         if final or rows - r0 >= k.progress_every_rows or now - t0 >= k.progress_every_s:
             self.last_progress = (now, rows)
             payload = self._progress_payload(final)
-            if self.on_progress is not None:
+            if self.cfg.on_progress is not None:
                 try:
-                    self.on_progress(payload)
+                    self.cfg.on_progress(payload)
                 except Exception as error:  # noqa: BLE001
                     self.callback_errors += 1
                     if not any("on_progress raised" in w for w in self.warnings):
                         self.warnings.append(f"on_progress raised {type(error).__name__}: {error}; the run went on; fix the callback.")
         f0, fr = self.last_flush
-        if self.output is not None or self.checkpoint is not None:
+        if self.cfg.output is not None or self.cfg.checkpoint is not None:
             if final or rows - fr >= k.flush_report_rows or now - f0 >= k.flush_report_s:
                 self.last_flush = (now, rows)
-                target = self.output or self.checkpoint
+                target = self.cfg.output or self.cfg.checkpoint
                 write_json_atomic(_sidecar(target, ".progress.json"), self._progress_payload(final))
 
     def _progress_payload(self, final: bool) -> dict:
         elapsed = time.perf_counter() - self.started
         rows = len(self.rows)
         rate = rows / elapsed if elapsed > 0 and rows else None
-        eta = (self.cap * self.runs - rows) / rate if rate and self.budget is not None and rows >= 5 else None
+        eta = (self.cfg.cap * self.cfg.runs - rows) / rate if rate and self.cfg.budget is not None and rows >= 5 else None
         # coverage walks every row: computed for the final payload only (per-event it made
         # a 5,000-row run quadratic)
         coverage = self.grid.coverage_of(list(self._facts()["with_dims"].values())) if final else None
         return json_safe({
-            "rows": rows, "budget": self.budget, "in_flight": len(self.in_flight), "queued": len(self.queue) + len(self.owed),
+            "rows": rows, "budget": self.cfg.budget, "in_flight": len(self.in_flight), "queued": len(self.queue) + len(self.owed),
             "lost": sum(self.lost_by.values()), "lost_by": {k: v for k, v in self.lost_by.items() if v},
             "rerolled": self.rerolled, "elapsed_s": round(elapsed, 3), "eta_s": round(eta, 1) if eta is not None else None,
             "rows_per_s": round(rate, 3) if rate else None, "round": self.round, "arm_weights": dict(self.arm_weights),
@@ -1572,7 +1346,7 @@ class _Engine:
     def _run_llm_grade(self) -> None:
         from toolkit.grading import grade as judge_grade
 
-        report = judge_grade(list(self.rows.trajectories()), self.llm_grade)
+        report = judge_grade(list(self.rows.trajectories()), self.cfg.llm_grade)
         for index, graded in enumerate(report.rows):
             row, public = self.rows.trajectory(index), self.rows.row(index)
             for target in (row, public):
@@ -1588,11 +1362,11 @@ class _Engine:
         self._maybe_progress(final=True)
         report = self._report()
         warnings = self.warnings
-        if (self.output is not None or self.checkpoint is not None) and self.rows:
+        if (self.cfg.output is not None or self.cfg.checkpoint is not None) and self.rows:
             from toolkit._version import __version__
             from datetime import datetime, timezone
 
-            target = self.output or self.checkpoint
+            target = self.cfg.output or self.cfg.checkpoint
             sidecar = {
                 "schema_version": "1", "n_rows": len(self.rows),
                 "created": datetime.now(timezone.utc).isoformat(timespec="seconds"), "toolkit_version": __version__,
@@ -1604,7 +1378,7 @@ class _Engine:
             write_json_atomic(_sidecar(target, ".meta.json"), sidecar)
         return SimulationData(
             self.rows, report=report, search=self.search_record, warnings=warnings, degraded=self.degraded,
-            stopped_because=self.stopped_because, metadata=self.metadata, system_prompts=self.system_prompts, knobs=self.knobs, seed=self.seed,
+            stopped_because=self.stopped_because, metadata=self.metadata, system_prompts=self.system_prompts, knobs=self.cfg.knobs, seed=self.cfg.seed,
         )  # fmt: skip
 
     def _facts(self) -> dict:
@@ -1648,7 +1422,7 @@ class _Engine:
         facts["system_prompt_shas"].add((r.get("lineage") or {}).get("system_prompt_sha"))
 
     def _report(self) -> dict:
-        k = self.knobs
+        k = self.cfg.knobs
         rows = self.rows
         facts = self._facts()
         coverage = self.grid.coverage_of(list(facts["with_dims"].values()))
@@ -1660,26 +1434,26 @@ class _Engine:
         tier_share = hard / sum(tiers.values()) if tiers else None
         user_turns = facts["user_turns"]
         lost_total = sum(self.lost_by.values())
-        self.system_prompts = [{"sha": sha256_hex(self.system_prompt or "")[:16], "text": self.system_prompt or ""}]
+        self.system_prompts = [{"sha": sha256_hex(self.cfg.system_prompt or "")[:16], "text": self.cfg.system_prompt or ""}]
         agent_model = facts["agent_model"]
         self.metadata = {
-            "agent_model": agent_model, "writer_model": self.writer_model,
-            "user_model": (self.user_model if isinstance(self.user_model, str) else ("template" if self.agent_shape == "chat" else None)),
-            "judge": self.grader_name, "seed": self.seed, "mode": self.mode, "toolkit_engine": "offline",
+            "agent_model": agent_model, "writer_model": self.cfg.writer_model,
+            "user_model": (self.cfg.user_model if isinstance(self.cfg.user_model, str) else ("template" if self.cfg.agent_shape == "chat" else None)),
+            "judge": self.cfg.grader_name, "seed": self.cfg.seed, "mode": self.cfg.mode, "toolkit_engine": "offline",
         }  # fmt: skip
         ended_on_question = facts["ended_on_question"]
         self.search_record = json_safe({
             "arm_weights": self.arm_weights, "arm_start": dict(k.arm_weights) if k.arm_weights else dict(START_ARM_WEIGHTS),
             "arm_history": self.arm_history, "unique_signatures": len(self.signatures), "unique_cells": len(self.cells),
             "mutation_aims": dict(self.mutation_aims),
-            "failure_criteria": {"pass_threshold": k.pass_threshold, "graded_failures_steer": self.mutate_graded, "tool_faults_steer": k.mutate_failures},
+            "failure_criteria": {"pass_threshold": k.pass_threshold, "graded_failures_steer": self.cfg.mutate_graded, "tool_faults_steer": k.mutate_failures},
             "groups": {**self.allocator.summary(), "reached_k": self.retired_groups + sum(1 for g in self.groups.values() if g.landed >= g.k),
                        "below_k": sum(1 for g in self.groups.values() if 0 < g.landed < g.k)},
-            "tier_mix": {"counts": dict(tiers), "hard_share_drawn": tier_share, "hard_share_requested": self.hard_share},
+            "tier_mix": {"counts": dict(tiers), "hard_share_drawn": tier_share, "hard_share_requested": self.cfg.hard_share},
             "ended_on_question": {"n": ended_on_question, "share": ended_on_question / len(rows) if rows else None},
             "rollouts": {"landed": len(rows), "rerolled": self.rerolled, "rerolled_by": dict(self.rerolled_by), "lost": lost_total,
                          "lost_by": {a: b for a, b in self.lost_by.items() if b}, "abandoned": self.abandoned},
-            "writer_restarts": self.writer_restarts, "eval_runs": self.runs,
+            "writer_restarts": self.writer_restarts, "eval_runs": self.cfg.runs,
             "pinned_tasks": len(getattr(self, "pinned", []) or []), "trace_seeds": len(getattr(self, "failing_seeds", [])),
         })  # fmt: skip
         delivered = {
@@ -1687,13 +1461,13 @@ class _Engine:
             "mean_user_turns": (user_turns / len(rows)) if len(rows) else None,
         }
         # delivery warnings: only for knobs the caller named (#476)
-        if self.fault_rate_named and self.execute is not None:
-            self.warnings.append(f"fault_rate={self.fault_rate} has no effect with execute=: your world answers every tool call, so difficulty is its job; drop fault_rate or execute.")
-        elif self.fault_rate_named and fault_share is not None and n_faulted >= 10:
-            if self.fault_rate == 0 and fault_share > 0.01:
+        if self.cfg.fault_rate_named and self.cfg.execute is not None:
+            self.warnings.append(f"fault_rate={self.cfg.fault_rate} has no effect with execute=: your world answers every tool call, so difficulty is its job; drop fault_rate or execute.")
+        elif self.cfg.fault_rate_named and fault_share is not None and n_faulted >= 10:
+            if self.cfg.fault_rate == 0 and fault_share > 0.01:
                 self.warnings.append(f"fault_rate=0 but {fault_share:.0%} of faulted-cell rows saw an injected fault; check advanced['world'] fault plans.")
-            elif fault_share < 0.7 * self.fault_rate:
-                self.warnings.append(f"fault_rate={self.fault_rate} delivered only {fault_share:.0%} faulted rows among rows whose situation asked for a fault; raise fault_rate or budget.")
+            elif fault_share < 0.7 * self.cfg.fault_rate:
+                self.warnings.append(f"fault_rate={self.cfg.fault_rate} delivered only {fault_share:.0%} faulted rows among rows whose situation asked for a fault; raise fault_rate or budget.")
         mean_user_turns = delivered["mean_user_turns"]
         # A named avg_turns the conversations fall far short of (#299: depth stuck at ~1.5
         # whatever avg_turns said). The reference compares mean user turns with 0.5 x avg_turns,
@@ -1701,15 +1475,15 @@ class _Engine:
         # cap; we compare the thread length (each user turn gets a reply: 2 x user turns) with
         # avg_turns and warn under half. Only when a person was simulated (chat agents), over
         # at least followup_starved_min rows so a handful of rows does not decide it.
-        if ("avg_turns" in self.advanced_named and self.agent_shape == "chat" and mean_user_turns is not None
-                and len(rows) >= k.followup_starved_min and 2 * mean_user_turns < 0.5 * self.avg_turns):
+        if ("avg_turns" in self.cfg.advanced_named and self.cfg.agent_shape == "chat" and mean_user_turns is not None
+                and len(rows) >= k.followup_starved_min and 2 * mean_user_turns < 0.5 * self.cfg.avg_turns):
             self.warnings.append(
-                f"avg_turns={self.avg_turns} asked for {self.avg_turns}-turn conversations; they averaged {2 * mean_user_turns:.1f} turns "
+                f"avg_turns={self.cfg.avg_turns} asked for {self.cfg.avg_turns}-turn conversations; they averaged {2 * mean_user_turns:.1f} turns "
                 f"({mean_user_turns:.1f} user turns): the agent ends them early or the person walks away; set advanced['patience']='endless' "
                 "or check that the agent asks follow-up questions."
             )
-        if "hard_share" in self.named and tier_share is not None and len(rows) >= k.tier_mix_min_rows and tier_share < self.hard_share - k.tier_mix_tolerance:
-            self.warnings.append(f"hard_share={self.hard_share} delivered {tier_share:.2f} hard-tier rows; raise budget or per_round so the tier mixer has room.")
+        if "hard_share" in self.cfg.named and tier_share is not None and len(rows) >= k.tier_mix_min_rows and tier_share < self.cfg.hard_share - k.tier_mix_tolerance:
+            self.warnings.append(f"hard_share={self.cfg.hard_share} delivered {tier_share:.2f} hard-tier rows; raise budget or per_round so the tier mixer has room.")
         if lost_total:
             self.degraded.append("rollouts_lost")
             by = ", ".join(f"{a} {b}" for a, b in self.lost_by.items() if b)
@@ -1720,12 +1494,12 @@ class _Engine:
         if self.abandoned:
             self.degraded.append("rollouts_abandoned")
             self.warnings.append(f"{self.abandoned} rollouts were still running {k.stop_grace} s after the stop ({self.stopped_because}) and were abandoned; raise advanced['stop_grace'] to wait longer.")
-        if isinstance(self.writer, ModelWriter):
-            written = self.writer.summary()
+        if isinstance(self.cfg.writer, ModelWriter):
+            written = self.cfg.writer.summary()
             if written["model_share"] is not None and written["model_share"] < 0.9:
                 reasons = ", ".join(f"{why} {n}" for why, n in sorted(written["fallbacks_by_reason"].items()))
                 self.warnings.append(
-                    f"the writer model {self.writer_model} phrased only {written['model_share']:.0%} of the prompts; the template writer "
+                    f"the writer model {self.cfg.writer_model} phrased only {written['model_share']:.0%} of the prompts; the template writer "
                     f"filled {written['phrasings_from_template']} ({reasons}); check the model spec, its key and report()['writer']."
                 )
         if rows and not facts["any_tool"]:
@@ -1739,29 +1513,29 @@ class _Engine:
         if starved:
             self.degraded.append("followups_starved")
             self.warnings.append(f"{ended_on_question} rows ended with the person walking away from a question; set advanced['patience']='endless' to see full conversations.")
-        if self.n_situations is not None and len(self.situations_opened) < self.n_situations and self.stopped_because == "budget":
-            self.warnings.append(f"budget={self.budget} stopped the run after {len(self.situations_opened)} of situations={self.n_situations}; raise budget.")
+        if self.cfg.n_situations is not None and len(self.situations_opened) < self.cfg.n_situations and self.stopped_because == "budget":
+            self.warnings.append(f"budget={self.cfg.budget} stopped the run after {len(self.situations_opened)} of situations={self.cfg.n_situations}; raise budget.")
         return json_safe({
             "rows": len(rows), "unique_prompts": len(facts["prompts"]),
             "unique_scenario_ids": len(facts["scenario_ids"]),
             "unique_signatures": len(self.signatures), "unique_cells": len(self.cells),
-            "budget": self.budget, "budget_per_run": self.cap, "stopped_because": self.stopped_because,
+            "budget": self.cfg.budget, "budget_per_run": self.cfg.cap, "stopped_because": self.stopped_because,
             "pairwise": pairwise, "coverage": {**coverage, "grid_situations": len(self.grid), "cells_run": len(self.cells)},
             "copies_needed": k.copies_needed, "min_cell_copies": min((self.cells[s.id] for s in self.grid), default=0),
-            "mode": self.mode, "repeat_policy": self.repeat_policy, "requests_per_situation": self.n, "rollouts_per_request": self.k,
-            "unique_situations": self.unique, "n_situations": len(self.situations_opened), "situations_requested": self.n_situations,
-            "fault_rate": self.fault_rate, "hard_share": self.hard_share, "seed": self.seed, "runs": self.runs,
-            "concurrency": self.concurrency, "execution": self._execution(), "reproducible": self.reproducible, "time_budget": self.time_budget, "until": self.until,
-            "knobs": self.knobs.to_dict(), "knobs_changed": list(self.knobs.changed()),
-            "patience": self.patience, "user_temperature": k.user_temperature, "world": self.world_options.to_dict(),
+            "mode": self.cfg.mode, "repeat_policy": self.repeat_policy, "requests_per_situation": self.cfg.n, "rollouts_per_request": self.k,
+            "unique_situations": self.cfg.unique, "n_situations": len(self.situations_opened), "situations_requested": self.cfg.n_situations,
+            "fault_rate": self.cfg.fault_rate, "hard_share": self.cfg.hard_share, "seed": self.cfg.seed, "runs": self.cfg.runs,
+            "concurrency": self.cfg.concurrency, "execution": self._execution(), "reproducible": self.cfg.reproducible, "time_budget": self.cfg.time_budget, "until": self.cfg.until,
+            "knobs": self.cfg.knobs.to_dict(), "knobs_changed": list(self.cfg.knobs.changed()),
+            "patience": self.cfg.patience, "user_temperature": k.user_temperature, "world": self.cfg.world_options.to_dict(),
             "world_note": "fault_rate is the per-prompt chance that a faulted situation's plan is kept; world.default_fault_rate is the per-call rate a kept plan fires at",
-            "max_turns": self.max_turns, "avg_turns": self.avg_turns, "timeout": self.timeout, "logprobs": self.logprobs,
-            "sampling": self.sampling, "grader": self.grader_name, "grade": self.grade, "llm_grade": bool(self.llm_grade),
-            "simulator": self.writer_model, "writer_model": self.writer_model, "agent_model": agent_model,
-            "writer": self.writer.summary() if isinstance(self.writer, ModelWriter) else {"model": self.writer_model},
+            "max_turns": self.cfg.max_turns, "avg_turns": self.cfg.avg_turns, "timeout": self.cfg.timeout, "logprobs": self.cfg.logprobs,
+            "sampling": self.cfg.sampling, "grader": self.cfg.grader_name, "grade": self.cfg.grade, "llm_grade": bool(self.cfg.llm_grade),
+            "simulator": self.cfg.writer_model, "writer_model": self.cfg.writer_model, "agent_model": agent_model,
+            "writer": self.cfg.writer.summary() if isinstance(self.cfg.writer, ModelWriter) else {"model": self.cfg.writer_model},
             "user_model": self.metadata["user_model"], "arm_weights": self.search_record["arm_start"],
-            "tasks": len(getattr(self, "pinned", []) or []), "traces": len(self.traces), "seeds": len(getattr(self, "failing_seeds", [])),
-            "requested": {"fault_rate": self.fault_rate, "avg_turns": self.avg_turns, "hard_share": self.hard_share},
+            "tasks": len(getattr(self, "pinned", []) or []), "traces": len(self.cfg.traces), "seeds": len(getattr(self, "failing_seeds", [])),
+            "requested": {"fault_rate": self.cfg.fault_rate, "avg_turns": self.cfg.avg_turns, "hard_share": self.cfg.hard_share},
             "delivered": delivered,
             "rollouts_requested": len(rows) + lost_total, "rollouts_completed": len(rows), "rollouts_lost": lost_total,
             "rollouts_lost_by": {a: b for a, b in self.lost_by.items() if b}, "rollouts_rerolled": self.rerolled,

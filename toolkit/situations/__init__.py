@@ -69,7 +69,7 @@ from toolkit.situations.axes import (
 )
 from toolkit.situations.grid import Situation, SituationGrid, situation_grid
 from toolkit.situations.tiers import TierMix, mix_tiers
-from toolkit.situations._worlds import fault_plan_for, world_for
+from toolkit.situations._worlds import fault_plan_for, kept_fault_plan, world_for
 from toolkit.situations.writer import (
     Prompt,
     write_prompts,
@@ -105,6 +105,7 @@ __all__ = [
     "TierMix",
     "mix_tiers",
     "fault_plan_for",
+    "kept_fault_plan",
     "world_for",
     "Prompt",
     "write_prompts",

@@ -9,7 +9,7 @@ from toolkit._util.hashing import stable_uniform
 from toolkit.situations.grid import Situation
 from toolkit.world._world import World, WorldOptions, _CONDITION_ALIASES
 
-__all__ = ["fault_plan_for", "world_for"]
+__all__ = ["fault_plan_for", "kept_fault_plan", "world_for"]
 
 # ----------------------------------------------------------------------------------------
 # Situation -> fault plan, world for a situation
@@ -41,6 +41,12 @@ def fault_plan_for(situation: Any, *, fault_rate: float, seed: int = 0, key: str
     """
     if isinstance(fault_rate, bool) or not isinstance(fault_rate, (int, float)) or not 0.0 <= fault_rate <= 1.0:
         raise ConfigError(f"fault_rate must be a number in [0, 1], got {fault_rate!r}")
+    return kept_fault_plan(situation, fault_rate=float(fault_rate), seed=seed, key=key)
+
+
+def kept_fault_plan(situation: Any, *, fault_rate: float, seed: int = 0, key: str = "") -> dict[str, Any]:
+    """:func:`fault_plan_for` without re-checking ``fault_rate`` (the engine's path: the run's
+    rate was checked once, when :class:`toolkit.sim.SimulateConfig` was built)."""
     condition, identity = _condition_of(situation)
     condition = _CONDITION_ALIASES.get(condition, condition)
     if condition in (None, "success", "None", "unspecified"):
