@@ -8,8 +8,8 @@ import toolkit as tk
 def test_wrappers_state_the_shape_and_call_through():
     chat = tk.chat_agent(lambda *args: {"role": "assistant", "content": str(len(args))})
     message = tk.message_agent(lambda text, **kw: {"steps": [], "final_text": text})
-    assert tk.agent_shape(chat) == "chat" and chat([], [])["content"] == "2"
-    assert tk.agent_shape(message) == "message" and message("hi")["final_text"] == "hi"
+    assert tk.agents.agent_shape(chat) == "chat" and chat([], [])["content"] == "2"
+    assert tk.agents.agent_shape(message) == "message" and message("hi")["final_text"] == "hi"
     with pytest.raises(TypeError):
         tk.chat_agent("not callable")
 
@@ -25,24 +25,24 @@ def test_signature_rules():
         def __call__(self, messages, tools):
             return None
 
-    assert tk.agent_shape(two) == "chat"
-    assert tk.agent_shape(one) == "message"
-    assert tk.agent_shape(Bound()) == "chat"
-    assert tk.agent_shape(tk.seeded_agent([])) == "chat"
+    assert tk.agents.agent_shape(two) == "chat"
+    assert tk.agents.agent_shape(one) == "message"
+    assert tk.agents.agent_shape(Bound()) == "chat"
+    assert tk.agents.agent_shape(tk.seeded_agent([])) == "chat"
     for ambiguous in (lambda: None, lambda a, b, c: None, lambda a, b=1: None, lambda *a, **k: None):
-        with pytest.raises(tk.AgentShapeError, match="message_agent"):
-            tk.agent_shape(ambiguous)
+        with pytest.raises(tk.errors.AgentShapeError, match="message_agent"):
+            tk.agents.agent_shape(ambiguous)
     with pytest.raises(TypeError):
-        tk.agent_shape(42)
+        tk.agents.agent_shape(42)
 
 
 def test_resolve_agent():
     fn = lambda messages, tools: None  # noqa: E731
-    assert tk.resolve_agent(fn) is fn
-    agent = tk.resolve_agent("vllm:my-model@http://127.0.0.1:9/v1")
-    assert isinstance(agent, tk.ModelAgent) and agent.model == "my-model"
+    assert tk.agents.resolve_agent(fn) is fn
+    agent = tk.agents.resolve_agent("vllm:my-model@http://127.0.0.1:9/v1")
+    assert isinstance(agent, tk.agents.ModelAgent) and agent.model == "my-model"
     with pytest.raises(TypeError):
-        tk.resolve_agent(fn, temperature=0.2)
+        tk.agents.resolve_agent(fn, temperature=0.2)
 
 
 @pytest.mark.parametrize(
@@ -56,7 +56,7 @@ def test_resolve_agent():
     ],
 )
 def test_parse_model_spec(spec, provider, model, url):
-    parsed = tk.parse_model_spec(spec)
+    parsed = tk.agents.parse_model_spec(spec)
     assert (parsed.provider, parsed.model, parsed.base_url) == (provider, model, url)
 
 
@@ -64,7 +64,7 @@ def test_misspelled_prefix_fails_at_construction_with_did_you_mean():
     with pytest.raises(tk.ConfigError, match="did you mean 'openai'"):
         tk.model_agent("opneai:gpt-4o")
     with pytest.raises(tk.ConfigError, match="did you mean 'anthropic'"):
-        tk.resolve_agent("antropic:claude")
+        tk.agents.resolve_agent("antropic:claude")
     with pytest.raises(tk.ConfigError, match="needs the server"):
         tk.model_agent("vllm:qwen")
     with pytest.raises(tk.ConfigError, match="looks like"):
@@ -93,6 +93,6 @@ def test_model_agent_option_validation():
 
 def test_default_timeout_reproduces_the_reference_points():
     # Reference §10 item 30: 300 s at the 768-token reply budget, 1024 s at 4096.
-    assert tk.default_timeout(768) == 300.0 and tk.default_timeout(4096) == 1024.0
+    assert tk.agents.default_timeout(768) == 300.0 and tk.agents.default_timeout(4096) == 1024.0
     assert tk.model_agent("vllm:m@http://h/v1", max_tokens=4096).timeout == 1024.0
     assert tk.model_agent("vllm:m@http://h/v1").timeout == 300.0

@@ -68,7 +68,7 @@ def test_429_is_retried_with_bounded_backoff(server):
     reply = agent([{"role": "user", "content": "hi"}], [])
     assert reply["content"] == "You said: hi" and agent.retries_made == 2
     stubborn = _agent(server, "always-429", max_retries=2)
-    with pytest.raises(tk.BackendError) as caught:
+    with pytest.raises(tk.errors.BackendError) as caught:
         stubborn([{"role": "user", "content": "hi"}], [])
     assert caught.value.status == 429 and caught.value.retries == 2
     row = tk.run_rollout(stubborn, "hi", user=False)
@@ -146,7 +146,7 @@ def test_anthropic_429_is_retried_and_bounded(server):
     flaky = tk.model_agent("anthropic:flaky-429", api_key="k", base_url=server.anthropic_url, **FAST)
     assert flaky([{"role": "user", "content": "hi"}], [])["content"] == "You said: hi" and flaky.retries_made == 2
     stubborn = tk.model_agent("anthropic:always-429", api_key="k", base_url=server.anthropic_url, max_retries=1, **FAST)
-    with pytest.raises(tk.BackendError) as caught:
+    with pytest.raises(tk.errors.BackendError) as caught:
         stubborn([{"role": "user", "content": "hi"}], [])
     assert caught.value.status == 429 and caught.value.retries == 1
 
@@ -168,22 +168,22 @@ def _closed_port_url():
 
 
 def test_bare_url_parses_as_an_openai_compatible_server():
-    spec = tk.parse_model_spec("http://127.0.0.1:8000/v1")
+    spec = tk.agents.parse_model_spec("http://127.0.0.1:8000/v1")
     assert (spec.provider, spec.model, spec.base_url) == ("url", None, "http://127.0.0.1:8000/v1")
     assert str(spec) == "http://127.0.0.1:8000/v1"
     # one server, one spelling; the scheme is case-insensitive
-    assert tk.parse_model_spec("HTTPS://gpu.lab:8443/v1/").base_url == "HTTPS://gpu.lab:8443/v1"
+    assert tk.agents.parse_model_spec("HTTPS://gpu.lab:8443/v1/").base_url == "HTTPS://gpu.lab:8443/v1"
     with pytest.raises(tk.ConfigError, match=r"'vllm:<model>@http://h:8000/v1'"):
-        tk.parse_model_spec("http://h:8000/v1#qwen")  # no documented '#model' convention: refused, not guessed
+        tk.agents.parse_model_spec("http://h:8000/v1#qwen")  # no documented '#model' convention: refused, not guessed
     with pytest.raises(tk.ConfigError, match="needs a host"):
-        tk.parse_model_spec("http:///v1")
+        tk.agents.parse_model_spec("http:///v1")
 
 
 def test_misspelled_url_scheme_gets_did_you_mean():
     with pytest.raises(tk.ConfigError, match="unknown model spec prefix 'htp'; did you mean 'http'"):
         tk.model_agent("htp://127.0.0.1:8000/v1")
     with pytest.raises(tk.ConfigError, match="did you mean 'https'"):
-        tk.resolve_agent("htps://gpu.lab/v1")
+        tk.agents.resolve_agent("htps://gpu.lab/v1")
     with pytest.raises(tk.ConfigError, match="did you mean 'vllm'"):  # prefixes still win for their typos
         tk.model_agent("vlm:qwen@http://h/v1")
     with pytest.raises(tk.ConfigError, match=re.escape("for a server write 'http://localhost:8000/v1'")):
@@ -195,8 +195,8 @@ def test_misspelled_url_scheme_gets_did_you_mean():
 def test_bare_url_agent_runs_the_first_listed_model_resolved_once(monkeypatch):
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
     with ChatServer(models=["tool-caller", "echo"]) as server:
-        agent = tk.resolve_agent(server.url, **FAST)
-        assert isinstance(agent, tk.ModelAgent) and server.requests == []  # lazy: nothing asked yet
+        agent = tk.agents.resolve_agent(server.url, **FAST)
+        assert isinstance(agent, tk.agents.ModelAgent) and server.requests == []  # lazy: nothing asked yet
         assert agent.model == server.url  # before resolution a lost row still names the server
         row = tk.run_rollout(agent, "Where is ORD-1234?", tools=TOOLS, user=False, logprobs=True)
         pinned = tk.run_rollout(tk.model_agent(f"vllm:tool-caller@{server.url}", **FAST), "Where is ORD-1234?",
@@ -258,7 +258,7 @@ def test_bare_url_judge_grades_rows():
 def test_server_listing_no_models_is_an_error_naming_the_url():
     with ChatServer(models=[]) as server:
         agent = tk.model_agent(server.url, **FAST)
-        with pytest.raises(tk.BackendError, match=re.escape(f"{server.url}: the server lists no models")) as caught:
+        with pytest.raises(tk.errors.BackendError, match=re.escape(f"{server.url}: the server lists no models")) as caught:
             agent([{"role": "user", "content": "hi"}], [])
         assert caught.value.status == "no_models"
         assert "vllm:<model>@" in str(caught.value)
@@ -267,7 +267,7 @@ def test_server_listing_no_models_is_an_error_naming_the_url():
             report = tk.grade([{"schema_version": "1", "prompt": "p", "steps": [{"text": "t"}], "final_text": "t"}], server.url)
             assert report.rows[0]["judge_status"] == "error"
             judge_error = report.rows[0]["judge_meta"]["error"]
-        except tk.BackendError as error:
+        except tk.errors.BackendError as error:
             judge_error = str(error)
         # a server that starts listing later (weights loaded) is asked again: failures are not cached
         server.models = ["echo"]
@@ -279,7 +279,7 @@ def test_server_listing_no_models_is_an_error_naming_the_url():
 def test_unreachable_bare_url_is_an_error_naming_the_url():
     url = _closed_port_url()
     agent = tk.model_agent(url, max_retries=1, **FAST)
-    with pytest.raises(tk.BackendError, match=re.escape(f"{url}: cannot list the served models at GET {url}/models")) as caught:
+    with pytest.raises(tk.errors.BackendError, match=re.escape(f"{url}: cannot list the served models at GET {url}/models")) as caught:
         agent([{"role": "user", "content": "hi"}], [])
     assert caught.value.status == "connection" and caught.value.retries == 1
 
@@ -294,3 +294,14 @@ def test_reference_logprobs_under_a_bare_url():
     assert scored["ref_status"] == "ok", scored.get("ref_error")
     assert scored["ref_logprob"] == pytest.approx(math.fsum(token_logprob(t) for t in tokenize("Refund done for you")))
     assert sent and all(body["model"] == "echo" for body in sent)
+
+
+def test_a_missing_sdk_names_the_extra_to_install(monkeypatch):
+    # an install without the `models` extra: None in sys.modules makes `import openai` fail
+    # exactly as a missing package does; the error says what to run
+    monkeypatch.setitem(sys.modules, "openai", None)
+    with pytest.raises(tk.ConfigError, match=r"pip install 'toolkit\[models\]'"):
+        tk.model_agent("vllm:some-model@http://127.0.0.1:9/v1")
+    monkeypatch.setitem(sys.modules, "anthropic", None)
+    with pytest.raises(tk.ConfigError, match=r"'anthropic' package.*pip install 'toolkit\[models\]'"):
+        tk.model_agent("anthropic:claude", api_key="k")

@@ -1,4 +1,4 @@
-"""tk.compare_runs, tk.delta_report, tk.eval_variance, tk.noise_band.
+"""tk.compare_runs, tk.delta_report, tk.eval_variance, tk.stats.noise_band.
 
 References are independent of the code under test: itertools sign enumeration for p,
 scipy.stats.bootstrap for the paired interval, closed forms for means and noise bands,
@@ -224,20 +224,20 @@ def test_row_order_does_not_matter(pairs, shuffle_seed):
 
 
 def test_noise_band_item_19():
-    assert round(tk.noise_band(0.02, 1, 1), 4) == 0.0554
-    assert tk.noise_band(0.02, 3, 3, df=4) == pytest.approx(
+    assert round(tk.stats.noise_band(0.02, 1, 1), 4) == 0.0554
+    assert tk.stats.noise_band(0.02, 3, 3, df=4) == pytest.approx(
         scipy.stats.t.ppf(0.975, 4) * 0.02 * math.sqrt(2 / 3))
-    assert round(tk.noise_band(0.02, 3, 3, df=4), 4) == 0.0453
-    assert round(tk.noise_band(0.02, 1, 1, df=2), 4) == 0.1217
+    assert round(tk.stats.noise_band(0.02, 3, 3, df=4), 4) == 0.0453
+    assert round(tk.stats.noise_band(0.02, 1, 1, df=2), 4) == 0.1217
 
 
 @pytest.mark.parametrize("args", [(-0.1, 1, 1), (0.02, 0, 1), (0.02, 1, 1, 0), (float("nan"), 1, 1)])
 def test_noise_band_bad_input(args):
     with pytest.raises(tk.ConfigError):
         if len(args) == 4:
-            tk.noise_band(*args[:3], df=args[3])
+            tk.stats.noise_band(*args[:3], df=args[3])
         else:
-            tk.noise_band(*args)
+            tk.stats.noise_band(*args)
 
 
 # =========================================================================== eval_variance

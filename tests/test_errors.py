@@ -26,3 +26,28 @@ def test_error_tree_is_public_and_valueerror_compatible():
     assert issubclass(tk.KnobError, tk.ToolkitError)
     assert issubclass(tk.ConfigError, ValueError)
     assert "ToolkitError" in tk.__all__
+
+
+def test_the_error_tree_in_the_docstring_is_the_real_one():
+    # every ToolkitError subclass lives in toolkit.errors and is drawn, under its real parent,
+    # in the module docstring
+    import inspect
+    import re
+
+    import toolkit.errors as errors
+
+    classes = {name: cls for name, cls in inspect.getmembers(errors, inspect.isclass) if issubclass(cls, errors.ToolkitError)}
+    assert set(classes) == set(errors.__all__) - {"did_you_mean", "unknown_name_message"}
+    drawn = []  # (column, name, marked ValueError)
+    for line in (line for line in errors.__doc__.splitlines() if line.startswith("    ")):  # the drawing
+        match = re.search(r"([A-Z][A-Za-z]+(?:Error|Busy|Rollout|Reply))( \(ValueError\))?", line)
+        if match and match.group(1) in classes:
+            drawn.append((match.start(1), match.group(1), bool(match.group(2))))
+    assert sorted(name for _, name, _ in drawn) == sorted(classes)
+    for position, (column, name, marked) in enumerate(drawn):
+        cls = classes[name]
+        assert marked == (ValueError in cls.__bases__), name
+        if cls is errors.ToolkitError:
+            continue
+        parent = next(n for c, n, _ in reversed(drawn[:position]) if c < column)
+        assert cls.__mro__[1].__name__ == parent, (name, parent)

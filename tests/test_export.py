@@ -104,7 +104,7 @@ def test_arguments_that_are_not_objects_refuse_the_row():
     ]}
     out = tk.training_rows([bad, make_row()])
     assert len(out.rows) == 1 and out.refused == {"tool_arguments_not_an_object": 1}
-    with pytest.raises(tk.ExportError, match="tool_arguments_not_an_object"):
+    with pytest.raises(tk.errors.ExportError, match="tool_arguments_not_an_object"):
         tk.training_rows([bad])
 
 
@@ -126,7 +126,7 @@ def test_trl_format_has_no_mask_and_uses_prompt_completion():
 
 
 def test_unknown_format_names_the_nearest():
-    with pytest.raises(tk.ExportError, match="did you mean 'openai'"):
+    with pytest.raises(tk.errors.ExportError, match="did you mean 'openai'"):
         tk.training_rows([make_row()], format="opnai")
 
 
@@ -199,7 +199,7 @@ def test_export_preference_formats_and_empty_refusal(tmp_path):
     assert trl[0]["chosen"] == [{"role": "assistant", "content": "Your order ships today."}]
     assert not privileged_keys(openai) and not privileged_keys(trl)
     empty = tk.build_preference_pairs([make_row(reward=1.0)])
-    with pytest.raises(tk.ExportError, match="nothing to write"):
+    with pytest.raises(tk.errors.ExportError, match="nothing to write"):
         tk.export_preference(empty)
 
 
@@ -218,7 +218,7 @@ def test_select_for_sft_reports_pass_filter():
 
 
 def test_select_for_sft_refuses_empty():
-    with pytest.raises(tk.ExportError, match="below_min_reward"):
+    with pytest.raises(tk.errors.ExportError, match="below_min_reward"):
         tk.select_for_sft([make_row(reward=0.0)])
 
 
@@ -255,7 +255,7 @@ def test_select_for_rl_truncation_modes_and_prior():
     hit = [r for r in penalised.rows if r.get("reward_before_penalty") is not None]
     assert len(hit) == 1 and hit[0]["reward"] == 0.0 and hit[0]["reward_before_penalty"] == 1.0
     prior = group("a", [1, 1, 1, 1, 1])
-    with pytest.raises(tk.ExportError, match="prior_solved"):
+    with pytest.raises(tk.errors.ExportError, match="prior_solved"):
         tk.select_for_rl(rows, prior=prior, scan=False)
 
 
@@ -271,11 +271,11 @@ def test_select_for_rl_never_splits_groups():
 
 def test_publish_gate_refuses_unanimous_and_ungraded_rl():
     unanimous = group("a", [1, 1, 1]) + group("b", [0, 0, 0])
-    with pytest.raises(tk.PublishGateError, match="no_mixed_groups") as caught:
+    with pytest.raises(tk.errors.PublishGateError, match="no_mixed_groups") as caught:
         tk.publish_gate(unanimous)
     assert caught.value.report.refusals == ["no_mixed_groups"]
     ungraded = [dict(r, reward=None) for r in group("a", [1, 0, 1])]
-    with pytest.raises(tk.PublishGateError, match="ungraded_rl_rows"):
+    with pytest.raises(tk.errors.PublishGateError, match="ungraded_rl_rows"):
         tk.publish_gate(ungraded)
     report = tk.publish_gate(unanimous, strict=False)
     assert report.ok is False and report.refusals == ["no_mixed_groups"]
@@ -297,7 +297,7 @@ def test_reward_model_set_keeps_passes_and_failures():
     out = tk.reward_model_set(rows)
     assert (out.n_pass, out.n_fail, out.n_ungraded) == (1, 1, 1)
     assert all(r["messages"][-1]["role"] == "assistant" for r in out.rows)
-    with pytest.raises(tk.ExportError):
+    with pytest.raises(tk.errors.ExportError):
         tk.reward_model_set([make_row(reward=None)])
 
 
@@ -390,8 +390,8 @@ def test_save_writes_scrubbed_jsonl_and_refuses_empty(tmp_path):
     path = out.save(tmp_path / "sft.jsonl")
     lines = path.read_text().splitlines()
     assert len(lines) == 1 and not privileged_keys(json.loads(lines[0]))
-    with pytest.raises(tk.ExportError, match="empty"):
-        tk.write_jsonl([], tmp_path / "empty.jsonl")
+    with pytest.raises(tk.errors.ExportError, match="empty"):
+        tk.training.write_jsonl([], tmp_path / "empty.jsonl")
     assert not (tmp_path / "empty.jsonl").exists()
 
 
@@ -405,7 +405,7 @@ def test_publish_gate_strict_hacks_refuses_a_length_paying_reward():
             words = int(rng.integers(3, 40))
             text = " ".join(["word"] * words)
             rows.append(make_row(task=f"a{a}", index=i, final=text, reward=float(words > 20)))
-    with pytest.raises(tk.PublishGateError, match="reward_hack") as caught:
+    with pytest.raises(tk.errors.PublishGateError, match="reward_hack") as caught:
         tk.publish_gate(rows, strict_hacks=True, endorsed=["tool:lookup"])
     assert caught.value.report.hack_scan.regime == "reward_hack"
     relaxed = tk.publish_gate(rows, endorsed=["tool:lookup"])
@@ -480,10 +480,10 @@ def test_property_every_export_refuses_an_empty_result(rows, tmp_path_factory):
         lambda: tk.export_preference(tk.build_preference_pairs(rows), folder / "dpo.jsonl"),
         lambda: tk.training_rows([dict(r, steps=[], final_text="") for r in rows]),
     ):
-        with pytest.raises(tk.ExportError):
+        with pytest.raises(tk.errors.ExportError):
             build()
     assert list(folder.iterdir()) == []
-    with pytest.raises(tk.ExportError):
+    with pytest.raises(tk.errors.ExportError):
         tk.decontaminate(rows, [])  # an empty eval set checks nothing
 
 
@@ -550,7 +550,7 @@ def test_trl_preference_completions_are_non_empty_and_start_with_the_assistant()
     b = plain("e", 1, 0.0, [{"text": "no"}], prompt="Please refund my order 7")
     rephrased = tk.build_preference_pairs([a, b])
     assert rephrased.pairs[0]["same_prompt"] is False and any("different prompts" in w for w in rephrased.warnings)
-    with pytest.raises(tk.ExportError, match="without a shared prompt"):
+    with pytest.raises(tk.errors.ExportError, match="without a shared prompt"):
         tk.export_preference(rephrased, format="trl")
     assert len(tk.export_preference(tk.build_preference_pairs([a, b]), format="openai")) == 1
 
@@ -571,29 +571,29 @@ def test_decontaminate_reads_chat_rows_and_never_matches_empty_text():
 
 def test_decontaminate_rejects_bad_arguments():
     rows = [{"prompt": "refund me please"}]
-    with pytest.raises(tk.ExportError, match="no evaluation set"):
+    with pytest.raises(tk.errors.ExportError, match="no evaluation set"):
         tk.decontaminate(rows, [])
-    with pytest.raises(tk.ExportError, match="no rows"):
+    with pytest.raises(tk.errors.ExportError, match="no rows"):
         tk.decontaminate([], rows)
-    with pytest.raises(tk.ExportError, match=r"similarity .* \[-1, 1\]"):
+    with pytest.raises(tk.errors.ExportError, match=r"similarity .* \[-1, 1\]"):
         tk.decontaminate(rows, rows, similarity=2, embedder=lambda texts: [[1.0]] * len(texts))
-    with pytest.raises(tk.ExportError, match="shape"):
+    with pytest.raises(tk.errors.ExportError, match="shape"):
         tk.decontaminate(rows, rows, embedder=lambda texts: [1.0, 2.0, 3.0])
 
 
 def test_cut_arguments_are_validated_with_the_field_named():
     rows = group("a", [1, 0, 1, 0])
-    with pytest.raises(tk.ExportError, match="band must be a pair"):
+    with pytest.raises(tk.errors.ExportError, match="band must be a pair"):
         tk.select_for_rl(rows, band=(0.1, 0.2, 0.3), scan=False)
-    with pytest.raises(tk.ExportError, match="target must be an integer >= 1"):
+    with pytest.raises(tk.errors.ExportError, match="target must be an integer >= 1"):
         tk.select_for_rl(rows, target=0, scan=False)
-    with pytest.raises(tk.ExportError, match="band must satisfy"):
+    with pytest.raises(tk.errors.ExportError, match="band must satisfy"):
         tk.publish_gate(rows, band=(0.9, 0.1))
-    with pytest.raises(tk.ExportError, match="did you mean 'rl'"):
+    with pytest.raises(tk.errors.ExportError, match="did you mean 'rl'"):
         tk.publish_gate(rows, mode="rll")
-    with pytest.raises(tk.ExportError, match="tools must be a list of tool schemas"):
+    with pytest.raises(tk.errors.ExportError, match="tools must be a list of tool schemas"):
         tk.training_rows(rows, tools="lookup")
-    with pytest.raises(tk.ExportError, match="did you mean 'reward'"):
+    with pytest.raises(tk.errors.ExportError, match="did you mean 'reward'"):
         tk.build_preference_pairs(rows, score="rewrd")
     assert len(tk.build_preference_pairs([dict(r, judge_score=r["reward"]) for r in rows], score="judge_score")) == 1
 
@@ -609,7 +609,7 @@ def test_system_prompt_from_simulation_data_records_and_a_warning_when_lost():
         found = tk.training_rows([row], system_prompt=prompts)
         assert found.rows[0]["messages"][0] == {"role": "system", "content": text}
         assert not any("system_prompt_sha" in w for w in found.warnings)
-    with pytest.raises(tk.ExportError, match="system_prompt must be"):
+    with pytest.raises(tk.errors.ExportError, match="system_prompt must be"):
         tk.training_rows([row], system_prompt=3)
 
 

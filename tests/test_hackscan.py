@@ -185,7 +185,7 @@ def test_every_regime_has_a_plain_words_reading():
 
     from toolkit.grading import hackscan
 
-    assert tuple(hackscan._READINGS) == tk.REGIMES
+    assert tuple(hackscan._READINGS) == tk.grading.REGIMES
     base = rollouts(n_asks=12, k=6, seed=9)
     honest = tk.grade(base, honest_judge, trust="off").rows
     scans = {

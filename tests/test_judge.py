@@ -113,7 +113,7 @@ def test_grade_pass_at_follows_and_self_judged_warning():
 
 
 def test_grade_refuses_non_callable_judge():
-    with pytest.raises(tk.JudgeError, match="callable"):
+    with pytest.raises(tk.errors.JudgeError, match="callable"):
         tk.grade([row("a")], 3)
 
 
@@ -123,7 +123,7 @@ def test_grade_stamps_trust_and_require_raises():
     report = tk.grade(rows, judge)
     trust = report.rows[0]["judge_meta"]["trust"]
     assert trust["n_gold"] == 14 and trust["ok"] is False and trust["agreement"] == 1.0
-    with pytest.raises(tk.JudgeTrustError, match="label about 16 rows"):
+    with pytest.raises(tk.errors.JudgeTrustError, match="label about 16 rows"):
         tk.grade(rows, judge, trust="require")
 
 
@@ -272,14 +272,14 @@ def test_item_23_probe_low_power_rule():
     assert probe["n"] == 10 and probe["rate"] == 1.0
     assert probe["low_power"] and probe["flagged"] is False
     assert probe["resolvable_rate"] == pytest.approx(0.42)
-    assert tk.resolvable_rate(19) == pytest.approx(0.33)
+    assert tk.grading.resolvable_rate(19) == pytest.approx(0.33)
     twenty = [row(f"t{i}", reward=float(i >= 20), gold_reward=int(i >= 20), label_source="human") for i in range(40)]
     flagged = tk.judge_trust(twenty, claim_judge, probes="all")
     assert flagged.probes["success_claim"]["flagged"] and "probe:success_claim" in flagged.flags
     assert flagged.probes["filler"]["flagged"] is False
     assert flagged.probes["polite_refusal"]["kind"] == "replacement"
     assert flagged.probes["keyword_stuffing"]["run"] is False  # no rubric words given
-    with pytest.raises(tk.JudgeError, match="did you mean 'filler'"):
+    with pytest.raises(tk.errors.JudgeError, match="did you mean 'filler'"):
         tk.judge_trust(twenty, claim_judge, probes=["filer"])
 
 
@@ -321,17 +321,17 @@ def test_rank_adds_quality_without_changing_reward(tmp_path):
         row("b", reward=1.0),
         row("c", reward=1.0, finish_reason="length"),
     ]
-    ranked = tk.rank(rows, output=tmp_path / "ranked.jsonl")
+    ranked = tk.grading.rank(rows, output=tmp_path / "ranked.jsonl")
     assert [r["scenario_id"] for r in ranked] == ["b", "c", "a"]
     assert [r["reward"] for r in ranked] == [1.0, 1.0, 0.0]
     assert [r["quality_rank"] for r in ranked] == [1, 2, 3]
     assert [r["quality"] for r in ranked] == pytest.approx([1.0, 2 / 3, 1 / 3])
     back = [json.loads(line) for line in (tmp_path / "ranked.jsonl").read_text().splitlines()]
     assert [r["quality"] for r in back] == [r["quality"] for r in ranked]
-    custom = tk.rank(rows, quality=lambda r: len(r["scenario_id"]))
+    custom = tk.grading.rank(rows, quality=lambda r: len(r["scenario_id"]))
     assert all(r["quality"] == 1.0 for r in custom)
-    with pytest.raises(tk.JudgeError, match="finite number"):
-        tk.rank(rows, quality=lambda r: float("nan"))
+    with pytest.raises(tk.errors.JudgeError, match="finite number"):
+        tk.grading.rank(rows, quality=lambda r: float("nan"))
 
 
 def test_model_spec_judge_through_the_local_protocol_server():
@@ -426,7 +426,7 @@ def test_concurrent_grading_keeps_order_and_statuses():
     strip = lambda rs: [(r["scenario_id"], r["reward"], r["judge_status"]) for r in rs]  # noqa: E731
     assert strip(parallel.rows) == strip(serial.rows)
     assert parallel.status_counts["error"] == 2
-    with pytest.raises(tk.JudgeError, match="max_workers"):
+    with pytest.raises(tk.errors.JudgeError, match="max_workers"):
         tk.grade(rows, judge, max_workers=0)
 
 
@@ -459,13 +459,13 @@ def test_trace_flag_lists_count_absence_as_clean():
 
 def test_judge_trust_names_a_misspelt_gold_field_and_bad_options():
     rows = [dict(r, human_label=r.pop("gold_reward")) for r in labelled(30, 30)]
-    with pytest.raises(tk.JudgeError, match="did you mean 'human_label'"):
+    with pytest.raises(tk.errors.JudgeError, match="did you mean 'human_label'"):
         tk.judge_trust(rows, gold="human_labl")
     assert tk.judge_trust(rows, gold="human_label").n_gold == 60
-    with pytest.raises(tk.JudgeError, match="max_rejudge must be an integer >= 1"):
+    with pytest.raises(tk.errors.JudgeError, match="max_rejudge must be an integer >= 1"):
         tk.judge_trust(rows, lambda r: 1, gold="human_label", max_rejudge=0)
-    with pytest.raises(tk.JudgeError, match="quality must be a callable"):
-        tk.rank(rows, quality=3)
+    with pytest.raises(tk.errors.JudgeError, match="quality must be a callable"):
+        tk.grading.rank(rows, quality=3)
 
 
 def test_held_out_halves_say_when_they_lack_power():
@@ -497,7 +497,7 @@ def test_numpy_scalars_from_a_judge_are_rewards_and_booleans_are_not():
     assert [r["judge_status"] for r in report.rows] == ["ok", "ok", "invalid_result", "invalid_result"]
     assert [type(r["reward"]) for r in report.rows[:2]] == [float, float] and report.rows[1]["reward"] == 0.5
     json.dumps(report.to_dict())
-    assert tk.rank(rows, quality=lambda r: np.float32(0.25))[0]["quality"] == pytest.approx(0.25)
+    assert tk.grading.rank(rows, quality=lambda r: np.float32(0.25))[0]["quality"] == pytest.approx(0.25)
 
 
 from hypothesis import given  # noqa: E402
@@ -511,7 +511,7 @@ from hypothesis import strategies as st  # noqa: E402
 def test_property_rank_adds_quality_and_never_changes_reward(rewards, truncated):
     rows = [row(f"t{i}", index=i, reward=r, finish_reason="length" if truncated[i] else "stop")
             for i, r in enumerate(rewards)]
-    ranked = tk.rank(rows)
+    ranked = tk.grading.rank(rows)
     by_task = {r["scenario_id"]: r for r in ranked}
     assert len(ranked) == len(rows)
     for original in rows:

@@ -155,8 +155,8 @@ def test_docs_file_is_generated_from_code():
 def test_every_knob_has_reason_bounds_and_valid_default():
     for spec in tk.RunKnobs.describe():
         assert spec.reason and spec.meaning, spec.name
-        assert spec.kind in tk.KNOB_KINDS
-        assert spec.table in tk.KNOB_TABLES
+        assert spec.kind in tk.sim.KNOB_KINDS
+        assert spec.table in tk.sim.KNOB_TABLES
         if spec.kind in ("int", "float"):
             assert spec.lo is not None and spec.hi is not None and spec.lo <= spec.hi
         # the default itself passes validation

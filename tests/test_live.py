@@ -368,7 +368,7 @@ def test_stop_keeps_rows_and_says_stopped(offline):
     deadline = time.monotonic() + 60
     while len(dashboard.rows) < 5 and time.monotonic() < deadline:
         time.sleep(0.05)
-    with pytest.raises(tk.DashboardBusy):
+    with pytest.raises(tk.errors.DashboardBusy):
         dashboard.run()
     dashboard.stop_button.click()
     assert dashboard.wait(60)

@@ -199,7 +199,7 @@ def test_reference_logprobs_through_a_prompt_logprob_backend():
     out = tk.reference_logprobs([row], backend)
     scored = out.rows[0]
     # the tool-call turn is scored on its JSON rendering: [{"name": "refund", "arguments": "{\"id\": \"A1\"}"}]
-    wire_call = tk.messages_from_steps(row["prompt"], row["steps"])[1]["tool_calls"][0]["function"]
+    wire_call = tk.rows.messages_from_steps(row["prompt"], row["steps"])[1]["tool_calls"][0]["function"]
     call_words = len(json.dumps([wire_call]).split())
     assert scored["ref_logprob"] == pytest.approx(-0.5 * (call_words + 4))
     assert scored["ref_n_tokens"] == call_words + 4 and scored["ref_status"] == "ok" and scored["ref_model"] == "fake-ref"
@@ -235,7 +235,7 @@ def test_reference_logprobs_against_the_local_protocol_server():
     row = {"schema_version": "1", "prompt": "refund A1", "final_text": "Refund done for you",
            "steps": [{"tool": "refund", "arguments": {"id": "A1"}, "result": {"ok": True}},
                      {"text": "Refund done for you"}], "logprob": -3.0, "n_tokens": 6}
-    wire_call = tk.messages_from_steps(row["prompt"], row["steps"])[1]["tool_calls"][0]["function"]
+    wire_call = tk.rows.messages_from_steps(row["prompt"], row["steps"])[1]["tool_calls"][0]["function"]
     completions = [json.dumps([wire_call]), "Refund done for you"]
     expected = sum(token_logprob(t) for text in completions for t in tokenize(text))
     with ChatServer() as server:
@@ -278,9 +278,9 @@ def test_numpy_token_counts_are_counts():
 
 def test_misspelt_ref_field_names_the_nearest_and_unscored_rows_get_a_note():
     rows = [lp_row("a", -10.0, 20, ref=-12.0, reward=1.0)]
-    with pytest.raises(tk.LogprobError, match="did you mean 'ref_logprob'"):
+    with pytest.raises(tk.errors.LogprobError, match="did you mean 'ref_logprob'"):
         tk.mean_kl(rows, ref="ref_logprb")
-    with pytest.raises(tk.LogprobError, match="did you mean 'ref_logprob'"):
+    with pytest.raises(tk.errors.LogprobError, match="did you mean 'ref_logprob'"):
         tk.calibrate(rows, ref="ref_logprb")
     # rows never scored: the default field is simply absent, which is a note, not an error
     unscored = [lp_row("a", -10.0, 20)]
@@ -292,7 +292,7 @@ def test_misspelt_ref_field_names_the_nearest_and_unscored_rows_get_a_note():
 def test_kl_by_task_refuses_to_draw_an_empty_chart():
     from toolkit.plots import kl_by_task
 
-    with pytest.raises(tk.LogprobError, match="reference_logprobs"):
+    with pytest.raises(tk.errors.LogprobError, match="reference_logprobs"):
         kl_by_task([lp_row("a", -1.0, 3)])
 
 

@@ -36,28 +36,28 @@ def _subset_average(n, c, k, all_pass):
 
 
 def test_acceptance_items_1_and_2_closed_forms():
-    assert tk.pass_at_k_estimate(5, 2, 3) == pytest.approx(1 - comb(3, 3) / comb(5, 3)) == pytest.approx(0.9)
-    assert tk.pass_pow_k_estimate(5, 2, 3) == 0.0
-    assert tk.pass_at_k_estimate(8, 3, 4) == pytest.approx(1 - 5 / 70)
-    assert round(tk.pass_at_k_estimate(8, 3, 4), 6) == 0.928571
-    assert round(tk.pass_pow_k_estimate(8, 6, 4), 6) == 0.214286
+    assert tk.stats.pass_at_k_estimate(5, 2, 3) == pytest.approx(1 - comb(3, 3) / comb(5, 3)) == pytest.approx(0.9)
+    assert tk.stats.pass_pow_k_estimate(5, 2, 3) == 0.0
+    assert tk.stats.pass_at_k_estimate(8, 3, 4) == pytest.approx(1 - 5 / 70)
+    assert round(tk.stats.pass_at_k_estimate(8, 3, 4), 6) == 0.928571
+    assert round(tk.stats.pass_pow_k_estimate(8, 6, 4), 6) == 0.214286
 
 
 @given(st.integers(1, 12).flatmap(lambda n: st.tuples(st.just(n), st.integers(0, n), st.integers(1, n))))
 def test_estimators_equal_enumeration_over_k_subsets(group):
     n, c, k = group
-    assert tk.pass_at_k_estimate(n, c, k) == pytest.approx(_subset_average(n, c, k, all_pass=False), abs=1e-12)
-    assert tk.pass_pow_k_estimate(n, c, k) == pytest.approx(_subset_average(n, c, k, all_pass=True), abs=1e-12)
+    assert tk.stats.pass_at_k_estimate(n, c, k) == pytest.approx(_subset_average(n, c, k, all_pass=False), abs=1e-12)
+    assert tk.stats.pass_pow_k_estimate(n, c, k) == pytest.approx(_subset_average(n, c, k, all_pass=True), abs=1e-12)
 
 
 def test_estimators_are_stable_where_binomials_overflow_floats():
     # C(2000, 1000) overflows a float; the product forms do not.
-    assert tk.pass_at_k_estimate(2000, 1, 1000) == pytest.approx(0.5)
-    assert tk.pass_pow_k_estimate(2000, 1999, 1000) == pytest.approx(0.5)
+    assert tk.stats.pass_at_k_estimate(2000, 1, 1000) == pytest.approx(0.5)
+    assert tk.stats.pass_pow_k_estimate(2000, 1999, 1000) == pytest.approx(0.5)
     with pytest.raises(tk.ConfigError):
-        tk.pass_at_k_estimate(4, 5, 2)
+        tk.stats.pass_at_k_estimate(4, 5, 2)
     with pytest.raises(tk.ConfigError):
-        tk.pass_pow_k_estimate(4, 2, 5)
+        tk.stats.pass_pow_k_estimate(4, 2, 5)
 
 
 # --------------------------------------------------------------------------- pass_at
@@ -116,7 +116,7 @@ def test_per_task_trial_count_not_global():
     groups = {"a": [1, 1, 1, 1], "b": [1, 1, 0], "c": [0, 1, 0, 1], "d": [1, 0, 1, 1]}
     result = tk.pass_at(rows_from(groups), k=3, min_k=3)
     expected = np.mean([
-        tk.pass_pow_k_estimate(len(v), sum(v), 3) for v in groups.values()
+        tk.stats.pass_pow_k_estimate(len(v), sum(v), 3) for v in groups.values()
     ])
     assert result.pass_pow_k == pytest.approx(expected)
     assert result.per_task["b"] == pytest.approx(2 / 3)
@@ -132,7 +132,7 @@ def test_intervals_are_scipy_percentile_bootstraps_over_tasks():
     reference = stats.bootstrap((rates,), np.mean, method="percentile", n_resamples=2000,
                                 rng=np.random.default_rng(0), vectorized=True)
     assert result.ci95 == pytest.approx(tuple(reference.confidence_interval), abs=1e-12)
-    at_k = np.array([tk.pass_at_k_estimate(6, int(sum(groups[t])), 6) for t in tasks])
+    at_k = np.array([tk.stats.pass_at_k_estimate(6, int(sum(groups[t])), 6) for t in tasks])
     reference = stats.bootstrap((at_k,), np.mean, method="percentile", n_resamples=2000,
                                 rng=np.random.default_rng(0), vectorized=True)
     assert result.pass_at_k_ci95 == pytest.approx(tuple(reference.confidence_interval), abs=1e-12)
@@ -225,7 +225,7 @@ def test_curve_matches_estimators_and_plots_as_a_frame():
     assert list(curve.pass_pow_k) == sorted(curve.pass_pow_k, reverse=True)
     wide = result.curve(ks=[5, 6])
     assert wide.n_groups == (6, 3)
-    assert wide.pass_at_k[1] == pytest.approx(np.mean([tk.pass_at_k_estimate(6, 4, 6)] * 3))
+    assert wide.pass_at_k[1] == pytest.approx(np.mean([tk.stats.pass_at_k_estimate(6, 4, 6)] * 3))
     frame = curve.to_pandas()
     assert list(frame["k"]) == [1, 2, 3, 4]
     assert {"pass_at_k_low", "pass_pow_k_high", "n_groups"} <= set(frame.columns)

@@ -40,7 +40,7 @@ def test_row_fields_and_schema():
     assert row["steps"][0]["tool"] == "get_order" and row["steps"][0]["result"]["status"] == "ok"
     assert row["steps"][-1] == {"text": row["final_text"]}
     assert row["ended_by"] == "agent_done" and row["faults"] == []
-    assert row["messages"] == tk.messages_from_steps(PROMPT, row["steps"], system)
+    assert row["messages"] == tk.rows.messages_from_steps(PROMPT, row["steps"], system)
     sha = hashlib.sha256(system.encode()).hexdigest()[:16]
     assert row["policy_version"] == f"mine@{sha}"
     assert row["lineage"] == {"system_prompt_sha": sha, "system_prompt_head": system[:120], "system_prompt_chars": len(system)}
@@ -65,7 +65,7 @@ def test_garbage_from_an_agent_is_a_lost_rollout_never_a_crash(reply, reason):
     row = tk.run_rollout(tk.chat_agent(lambda m, t: reply), PROMPT, tools=TOOLS, user=False)
     assert row["ended_by"] == "lost" and row["lost_reason"] == reason and row["lost_detail"]
     tk.validate_row(row)
-    with pytest.raises(tk.LostRollout) as caught:
+    with pytest.raises(tk.errors.LostRollout) as caught:
         tk.run_rollout(tk.chat_agent(lambda m, t: reply), PROMPT, tools=TOOLS, user=False, on_lost="raise")
     assert caught.value.reason == reason and caught.value.row["ended_by"] == "lost"
 
@@ -76,7 +76,7 @@ def test_raising_agent_is_lost_with_the_exception_kept():
 
     row = tk.run_rollout(broken, PROMPT, tools=TOOLS, user=False)
     assert row["lost_reason"] == "agent_error" and "model fell over" in row["lost_detail"]
-    with pytest.raises(tk.LostRollout) as caught:
+    with pytest.raises(tk.errors.LostRollout) as caught:
         tk.run_rollout(broken, PROMPT, tools=TOOLS, user=False, on_lost="raise")
     assert isinstance(caught.value.exception, RuntimeError)
 
@@ -131,16 +131,16 @@ def test_an_unmappable_step_never_loses_the_row():
 
 
 def test_shape_detection_never_guesses():
-    assert tk.agent_shape(lambda m, t: None) == "chat"
-    assert tk.agent_shape(lambda message: None) == "message"
-    with pytest.raises(tk.AgentShapeError, match="chat_agent"):
-        tk.agent_shape(lambda *args: None)
-    with pytest.raises(tk.AgentShapeError):
-        tk.agent_shape(lambda message, tools=None: None)
-    with pytest.raises(tk.AgentShapeError):
+    assert tk.agents.agent_shape(lambda m, t: None) == "chat"
+    assert tk.agents.agent_shape(lambda message: None) == "message"
+    with pytest.raises(tk.errors.AgentShapeError, match="chat_agent"):
+        tk.agents.agent_shape(lambda *args: None)
+    with pytest.raises(tk.errors.AgentShapeError):
+        tk.agents.agent_shape(lambda message, tools=None: None)
+    with pytest.raises(tk.errors.AgentShapeError):
         tk.run_rollout(lambda message, tools=None, extra=None: None, PROMPT)
-    assert tk.agent_shape(tk.chat_agent(lambda *args: None)) == "chat"
-    assert tk.agent_shape(tk.message_agent(lambda m, t=None: None)) == "message"
+    assert tk.agents.agent_shape(tk.chat_agent(lambda *args: None)) == "chat"
+    assert tk.agents.agent_shape(tk.message_agent(lambda m, t=None: None)) == "message"
 
 
 def test_situation_faults_ledger_and_fault_rate():
@@ -266,7 +266,7 @@ def test_seeded_agent_with_the_template_person_end_to_end():
     agent = tk.seeded_agent(airline, seed=1)
     asked_and_answered = 0
     for index in range(40):
-        situation = tk.Situation({"tool": "change_flight", "stance": "ordinary", "world_state": "exists",
+        situation = tk.situations.Situation({"tool": "change_flight", "stance": "ordinary", "world_state": "exists",
                                   "tool_condition": "success", "history": "fresh"})  # fmt: skip
         row = tk.run_rollout(agent, "I need to change my flight QXR123.", situation=situation, rollout_index=index,
                              avg_turns=12, patience="endless", timeout=None)  # fmt: skip
@@ -328,7 +328,7 @@ def test_seeded_sample_read_off_the_enumerated_tree_equals_a_direct_sample():
     checked = 0
     for index in range(12):
         row = tk.run_rollout(agent, "Please change my flight BK-7731 to Tuesday, and refund the old one.", rollout_index=index, timeout=None)
-        messages = tk.messages_from_steps(row["prompt"], row["steps"])
+        messages = tk.rows.messages_from_steps(row["prompt"], row["steps"])
         for position, message in enumerate(messages):
             if message["role"] != "assistant":
                 continue

@@ -66,7 +66,7 @@ def test_schema_is_package_data_and_a_valid_draft_2020_12_schema():
     assert schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
     assert sorted(schema["required"]) == ["final_text", "prompt", "schema_version", "steps"]
     assert schema["additionalProperties"] is True
-    assert tk.row_schema() == schema
+    assert tk.rows.row_schema() == schema
     for name in ("reward", "markers", "lineage", "sampling", "judge_status", "gold_reward", "rollout_index"):
         assert name in schema["properties"]
 
@@ -146,7 +146,7 @@ def test_row_error_is_a_toolkit_error_and_value_error():
 
 def test_messages_from_steps_builds_openai_chat_messages():
     row = make_row()
-    messages = tk.messages_from_steps(row["prompt"], row["steps"], system_prompt="Be kind.")
+    messages = tk.rows.messages_from_steps(row["prompt"], row["steps"], system_prompt="Be kind.")
     assert messages == [
         {"role": "system", "content": "Be kind."},
         {"role": "user", "content": "Please refund order A17."},
@@ -178,7 +178,7 @@ def test_messages_keep_call_ids_string_results_and_skip_unanswered_calls():
         {"tool": "search", "arguments": {"q": "x"}, "result": "Error: timeout", "call_id": "abc"},
         {"tool": "search", "arguments": '{"q": "y"}'},  # imported, already encoded, never answered
     ]
-    messages = tk.messages_from_steps("find x", steps, prefix=[{"role": "assistant", "content": "Hello!"}])
+    messages = tk.rows.messages_from_steps("find x", steps, prefix=[{"role": "assistant", "content": "Hello!"}])
     assert [m["role"] for m in messages] == ["assistant", "user", "assistant", "tool", "assistant"]
     assert messages[3] == {"role": "tool", "tool_call_id": "abc", "content": "Error: timeout"}
     assert messages[4]["tool_calls"][0]["function"]["arguments"] == '{"q": "y"}'
@@ -186,7 +186,7 @@ def test_messages_keep_call_ids_string_results_and_skip_unanswered_calls():
 
 def test_messages_from_steps_refuses_a_shapeless_step():
     with pytest.raises(tk.RowError, match=r"steps\[1\]"):
-        tk.messages_from_steps("p", [{"text": "a"}, {"thought": "b"}])
+        tk.rows.messages_from_steps("p", [{"text": "a"}, {"thought": "b"}])
 
 
 # ---------------------------------------------------------------- scrub
@@ -208,7 +208,7 @@ def test_scrub_removes_privileged_keys_at_every_depth_and_rebuilds_messages():
     row["steps"][2]["arguments"]["notes"] = [{"principle": "never refund"}, {"ok": 1}]
     original = copy.deepcopy(row)
 
-    clean = tk.scrub(row)
+    clean = tk.rows.scrub(row)
 
     assert row == original  # never mutates its input
     assert not set(walk_keys(clean)) & set(SCRUBBED)
@@ -217,13 +217,13 @@ def test_scrub_removes_privileged_keys_at_every_depth_and_rebuilds_messages():
     assert "world_state" not in clean
     assert clean["faults"] == [{"tool": "lookup_order", "mode": "timeout"}]
     assert clean["judge_meta"] == {"model": "m"}
-    assert clean["messages"] == tk.messages_from_steps(clean["prompt"], clean["steps"], system_prompt="Policy.")
+    assert clean["messages"] == tk.rows.messages_from_steps(clean["prompt"], clean["steps"], system_prompt="Policy.")
     assert "hidden_state" not in json.dumps(clean["messages"])
 
 
 def test_scrub_keeps_messages_of_a_training_row_without_steps():
     row = {"messages": [{"role": "user", "content": "hi", "vector": [1]}]}
-    assert tk.scrub(row) == {"messages": [{"role": "user", "content": "hi"}]}
+    assert tk.rows.scrub(row) == {"messages": [{"role": "user", "content": "hi"}]}
 
 
 json_leaves = st.none() | st.booleans() | st.integers(-1000, 1000) | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=6)
@@ -245,11 +245,11 @@ def test_property_no_privileged_key_survives_any_nesting(extras, results):
     for position, result in enumerate(results):
         row["steps"].insert(0, {"tool": "t", "arguments": {"x": result}, "result": result})
     before = copy.deepcopy(row)
-    clean = tk.scrub(row)
+    clean = tk.rows.scrub(row)
     assert row == before
     assert not set(walk_keys(clean)) & set(SCRUBBED)
     assert not any(isinstance(k, str) and k.startswith("_") for k in clean)
-    assert tk.scrub(clean) == clean  # idempotent
+    assert tk.rows.scrub(clean) == clean  # idempotent
 
 
 # ---------------------------------------------------------------- from_row / to_row
@@ -271,8 +271,8 @@ def test_from_row_splits_into_objects():
         lineage={"eval_run": 0},
         favourite_colour="blue",
     )
-    task, rollout, judgment, markers = tk.from_row(row)
-    assert isinstance(task, tk.Task) and task.prompt == row["prompt"] and task.key == "refund-7"
+    task, rollout, judgment, markers = tk.rows.from_row(row)
+    assert isinstance(task, tk.rows.Task) and task.prompt == row["prompt"] and task.key == "refund-7"
     assert task.axes == {"tier": "hard"} and task.world == {"seed": 4}
     assert rollout.index == 2 and rollout.rollout_id == "r-2" and len(rollout.steps) == 4
     assert rollout.policy == {"model_version": "m-1", "sampling": None}
@@ -281,7 +281,7 @@ def test_from_row_splits_into_objects():
     assert [(m.name, m.value, m.rollout_id) for m in markers] == [("hedging", 1, "r-2"), ("apology", 0.0, "r-2")]
     with pytest.raises(dataclasses_frozen_error()):
         task.prompt = "changed"
-    assert tk.to_row(task, rollout, judgment, markers) == row
+    assert tk.rows.to_row(task, rollout, judgment, markers) == row
 
 
 def dataclasses_frozen_error():
@@ -291,18 +291,18 @@ def dataclasses_frozen_error():
 
 
 def test_ungraded_row_has_no_judgment_and_explicit_null_reward_is_kept():
-    task, rollout, judgment, markers = tk.from_row(make_row())
+    task, rollout, judgment, markers = tk.rows.from_row(make_row())
     assert judgment is None and markers == []
     row = make_row(reward=None, markers={})
-    parts = tk.from_row(row)
+    parts = tk.rows.from_row(row)
     assert parts[2] is not None and parts[2].reward is None
-    assert tk.to_row(*parts) == row
+    assert tk.rows.to_row(*parts) == row
 
 
 def test_to_row_accepts_a_marker_mapping_and_validates():
-    task = tk.Task(prompt="hi", scenario_id="s1")
-    rollout = tk.Rollout(steps=({"text": "hello"},), final_text="hello", index=0)
-    row = tk.to_row(task, rollout, tk.Judgment(reward=0.0), {"hedging": 1})
+    task = tk.rows.Task(prompt="hi", scenario_id="s1")
+    rollout = tk.rows.Rollout(steps=({"text": "hello"},), final_text="hello", index=0)
+    row = tk.rows.to_row(task, rollout, tk.rows.Judgment(reward=0.0), {"hedging": 1})
     assert row == {
         "schema_version": "1",
         "prompt": "hi",
@@ -314,27 +314,27 @@ def test_to_row_accepts_a_marker_mapping_and_validates():
         "markers": {"hedging": 1},
     }
     with pytest.raises(tk.RowError, match="row.final_text"):
-        tk.to_row(task, tk.Rollout(steps=()), None)
+        tk.rows.to_row(task, tk.rows.Rollout(steps=()), None)
     with pytest.raises(tk.RowError, match="reward"):
-        tk.to_row(task, tk.Rollout(steps=(), final_text="", extra={"reward": 1.0}))
+        tk.rows.to_row(task, tk.rows.Rollout(steps=(), final_text="", extra={"reward": 1.0}))
     with pytest.raises(tk.RowError, match="did you mean 'model_version'"):
-        tk.to_row(task, tk.Rollout(steps=(), final_text="", policy={"model_verison": "m"}))
+        tk.rows.to_row(task, tk.rows.Rollout(steps=(), final_text="", policy={"model_verison": "m"}))
     with pytest.raises(TypeError, match="Task"):
-        tk.to_row({"prompt": "hi"}, rollout)
+        tk.rows.to_row({"prompt": "hi"}, rollout)
 
 
 def test_marker_evidence_round_trips():
-    task, rollout, judgment, markers = tk.from_row(make_row(markers={"hedging": 1}, marker_evidence={"hedging": "I think"}))
+    task, rollout, judgment, markers = tk.rows.from_row(make_row(markers={"hedging": 1}, marker_evidence={"hedging": "I think"}))
     assert markers[0].evidence == "I think"
-    row = tk.to_row(task, rollout, judgment, [tk.Marker("hedging", 1, evidence="maybe")])
+    row = tk.rows.to_row(task, rollout, judgment, [tk.rows.Marker("hedging", 1, evidence="maybe")])
     assert row["marker_evidence"] == {"hedging": "maybe"}
 
 
 def test_version_zero_row_round_trips_without_a_stamp():
     row = {"scenario_id": "old", "steps": "not even a list", "reward": 1, "markers": [1, 2]}
-    parts = tk.from_row(row)
+    parts = tk.rows.from_row(row)
     assert parts[1].schema_version is None
-    assert tk.to_row(*parts) == row
+    assert tk.rows.to_row(*parts) == row
 
 
 _text = st.text(max_size=8)
@@ -404,7 +404,7 @@ _optional_fields = {
     "quality": nested_json,
     "calibration": st.none() | st.fixed_dictionaries({"n": st.integers(0, 9), "pass_rate": st.floats(0, 1)}),
 }
-_schema_fields = set(tk.row_schema()["properties"]) | {"marker_evidence"}
+_schema_fields = set(tk.rows.row_schema()["properties"]) | {"marker_evidence"}
 rows_v1 = st.builds(
     lambda base, unknown: {**unknown, **base},
     st.fixed_dictionaries(
@@ -424,9 +424,9 @@ rows_v1 = st.builds(
 def test_property_round_trip_is_lossless(row):
     tk.validate_row(row)
     before = copy.deepcopy(row)
-    parts = tk.from_row(row)
+    parts = tk.rows.from_row(row)
     assert row == before
-    assert tk.to_row(*parts) == row
+    assert tk.rows.to_row(*parts) == row
 
 
 # ---------------------------------------------------------------- RowWriter
@@ -749,7 +749,7 @@ def test_rows_is_a_list_with_reader_attributes(tmp_path):
     path = tmp_path / "r.jsonl"
     tk.save_rows([make_row()], path)
     rows = tk.read_rows(str(path))
-    assert isinstance(rows, tk.Rows) and rows.path == Path(path) and rows.skipped == 0
+    assert isinstance(rows, tk.rows.Rows) and rows.path == Path(path) and rows.skipped == 0
     assert "Rows(n=1" in repr(rows)
     assert os.fspath(rows.path).endswith("r.jsonl")
 
@@ -773,7 +773,7 @@ def test_demo_runs_are_paired_scrubbed_v1_rows_regenerated_by_their_script(tmp_p
             tasks.setdefault(row["scenario_id"], []).append(row["rollout_index"])
             assert row["reward"] in (0.0, 1.0) and row["markers"]["hedging"] in (0, 1)
             assert row["lineage"]["eval_run"] == row["rollout_index"] // 2
-            assert row == tk.scrub(row)  # written through save_rows: scrubbed, messages derived
+            assert row == tk.rows.scrub(row)  # written through save_rows: scrubbed, messages derived
         assert all(sorted(indices) == [0, 1, 2, 3] for indices in tasks.values())
         assert len(tasks) >= 30
     assert {r["scenario_id"] for r in before} == {r["scenario_id"] for r in after}
@@ -802,11 +802,11 @@ def test_every_schema_field_maps_to_exactly_one_object_attribute():
     ]
     counted = [name for group in groups for name in group]
     assert len(counted) == len(set(counted))
-    assert set(tk.row_schema()["properties"]) <= set(counted)
+    assert set(tk.rows.row_schema()["properties"]) <= set(counted)
 
 
 def test_objects_are_results_with_json_safe_dicts():
-    task, rollout, judgment, markers = tk.from_row(make_row(reward=1.0, markers={"hedging": 0}))
+    task, rollout, judgment, markers = tk.rows.from_row(make_row(reward=1.0, markers={"hedging": 0}))
     assert json.loads(json.dumps(rollout.to_dict()))["steps"][0]["tool"] == "lookup_order"
     assert task.to_dict()["scenario_id"] == "refund-7" and markers[0].to_dict()["name"] == "hedging"
 

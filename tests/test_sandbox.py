@@ -213,7 +213,7 @@ def test_results_are_copies():
 
 
 def test_tool_verbs():
-    assert [tk.tool_verb(name) for name in ["get_order", "search_products", "create_ticket", "delete_order",
+    assert [tk.world.tool_verb(name) for name in ["get_order", "search_products", "create_ticket", "delete_order",
                                              "cancel_order", "bookFlight", "refund_payment", "list_items"]] == [
         "read", "search", "create", "delete", "update", "create", "update", "search"]
 
@@ -436,26 +436,26 @@ def test_world_options_round_trip_and_frozen():
 
 def test_fault_plan_for_keeps_at_fault_rate():
     situation = {"tool": "get_order", "tool_condition": "timeout", "world_state": "exists"}
-    assert tk.fault_plan_for({"tool_condition": "success"}, fault_rate=1.0) == {}
-    assert tk.fault_plan_for(situation, fault_rate=1.0, key="p") == {"*": {"mode": "timeout"}}
-    assert all(tk.fault_plan_for(situation, fault_rate=0.0, key=str(i)) == {} for i in range(200))
+    assert tk.situations.fault_plan_for({"tool_condition": "success"}, fault_rate=1.0) == {}
+    assert tk.situations.fault_plan_for(situation, fault_rate=1.0, key="p") == {"*": {"mode": "timeout"}}
+    assert all(tk.situations.fault_plan_for(situation, fault_rate=0.0, key=str(i)) == {} for i in range(200))
     n = 2000
-    kept = sum(bool(tk.fault_plan_for(situation, fault_rate=0.5, seed=4, key=f"prompt {i}")) for i in range(n))
+    kept = sum(bool(tk.situations.fault_plan_for(situation, fault_rate=0.5, seed=4, key=f"prompt {i}")) for i in range(n))
     interval = binomtest(kept, n, 0.5).proportion_ci(0.999)
     assert interval.low <= 0.5 <= interval.high
     # a dimensions dict and the Situation built from it get the same verdicts
-    as_situation = tk.Situation(situation)
-    assert [bool(tk.fault_plan_for(situation, fault_rate=0.5, key=str(i))) for i in range(50)] == \
-           [bool(tk.fault_plan_for(as_situation, fault_rate=0.5, key=str(i))) for i in range(50)]
+    as_situation = tk.situations.Situation(situation)
+    assert [bool(tk.situations.fault_plan_for(situation, fault_rate=0.5, key=str(i))) for i in range(50)] == \
+           [bool(tk.situations.fault_plan_for(as_situation, fault_rate=0.5, key=str(i))) for i in range(50)]
     # same key, same verdict (every rollout of one prompt agrees)
-    assert tk.fault_plan_for(situation, fault_rate=0.5, key="x") == tk.fault_plan_for(situation, fault_rate=0.5, key="x")
+    assert tk.situations.fault_plan_for(situation, fault_rate=0.5, key="x") == tk.situations.fault_plan_for(situation, fault_rate=0.5, key="x")
     with pytest.raises(tk.ConfigError):
-        tk.fault_plan_for(situation, fault_rate=2)
+        tk.situations.fault_plan_for(situation, fault_rate=2)
 
 
 def test_world_for_a_situation():
     situation = {"tool": "get_order", "tool_condition": "stale_result", "world_state": "entity missing"}
-    w = tk.world_for(situation, TOOLS, fault_rate=1.0, key="p")
+    w = tk.situations.world_for(situation, TOOLS, fault_rate=1.0, key="p")
     assert w.world_state == "missing" and w.fault_plan["*"]["mode"] == "stale"
 
 
@@ -472,7 +472,7 @@ def test_execute_routes_every_call_and_ignores_faults():
 
     w = tk.World(TOOLS, execute=my_world, fault_plan={"*": "timeout"})
     assert w.fault_plan == {}
-    with tk.rollout_context("where is my order?", 2, situation_id="sc-1"):
+    with tk.world.rollout_context("where is my order?", 2, situation_id="sc-1"):
         assert w.call("get_order", {"order_id": "A1"}) == {"status": "ok", "echo": {"order_id": "A1"}}
     assert calls[0][2].prompt == "where is my order?" and calls[0][2].rollout_index == 2
     result = w.call("boom", {})
@@ -484,8 +484,8 @@ def test_execute_routes_every_call_and_ignores_faults():
 
 def test_current_rollout_outside_is_none_and_nesting_restores():
     assert tk.current_rollout() is None
-    with tk.rollout_context("outer", 0):
-        with tk.rollout_context("inner", 1):
+    with tk.world.rollout_context("outer", 0):
+        with tk.world.rollout_context("inner", 1):
             assert tk.current_rollout().prompt == "inner"
         assert tk.current_rollout().prompt == "outer"
     assert tk.current_rollout() is None
@@ -493,7 +493,7 @@ def test_current_rollout_outside_is_none_and_nesting_restores():
 
 def _answer_in_thread(index):
     import time
-    with tk.rollout_context(f"prompt {index}", index, situation_id=f"s{index}"):
+    with tk.world.rollout_context(f"prompt {index}", index, situation_id=f"s{index}"):
         time.sleep(0.001 * (index % 3))
         w = tk.World(TOOLS, execute=lambda tool, arguments: {"status": "ok", "seen": tk.current_rollout().prompt})
         return w.call("get_order", {"order_id": "A"})["seen"], tk.current_rollout().rollout_index
@@ -507,7 +507,7 @@ def test_current_rollout_under_threads():
 
 def test_current_rollout_under_asyncio_gather():
     async def one(index):
-        with tk.rollout_context(f"prompt {index}", index):
+        with tk.world.rollout_context(f"prompt {index}", index):
             await asyncio.sleep(0.001 * ((7 * index) % 5))
             return tk.current_rollout().prompt
 
@@ -539,7 +539,7 @@ _json_values = st.recursive(
 
 @given(tool=st.sampled_from([t["name"] for t in TOOLS] + ["nope"]),
        arguments=st.dictionaries(st.sampled_from(["order_id", "query", "subject", "note", "expression", "x"]), _json_values, max_size=4),
-       seed=st.integers(0, 3), state=st.sampled_from(tk.WORLD_STATES))
+       seed=st.integers(0, 3), state=st.sampled_from(tk.world.WORLD_STATES))
 def test_any_call_answers_json_with_a_status_and_is_deterministic(tool, arguments, seed, state):
     first = tk.World(TOOLS, seed=seed, world_state=state).call(tool, arguments)
     second = tk.World(TOOLS, seed=seed, world_state=state).call(tool, arguments)

@@ -464,7 +464,7 @@ def test_a_written_row_keeps_what_the_leak_depends_on_and_nothing_more():
     privileged = {"reference": "expected conduct: refuse the refund", "hidden_state": {"world_state": "duplicate"}}
     agent = tk.seeded_agent(TOOLS, seed=3, behaviors=["hedging", "sycophancy", "apology", "boilerplate", "leak"])
     rows = [tk.run_rollout(agent, PROMPT, world=_world(), user=False, rollout_index=i, logprobs=True, privileged=privileged, timeout=None) for i in range(80)]
-    written = [json.loads(json.dumps(tk.scrub(row))) for row in rows]
+    written = [json.loads(json.dumps(tk.rows.scrub(row))) for row in rows]
     for row in written:
         assert "privileged" not in row
         if "leak" not in row.get("seeded", []):

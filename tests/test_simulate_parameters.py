@@ -205,7 +205,7 @@ def test_execute_answers_every_call_without_the_fault_schedule_and_sees_the_roll
     assert not any(r.get("faults") for r in data.rows)  # the fault schedule does not apply
     # a human tool (kind="human": ask_passenger) is answered by the simulated person, every
     # other tool call goes to execute and nothing else does
-    human = {t.name for t in tk.normalize_tools(tk.dataset_path("tools/airline_support.json")) if t.kind == "human"}
+    human = {t.name for t in tk.world.normalize_tools(tk.dataset_path("tools/airline_support.json")) if t.kind == "human"}
     world_steps = [s for r in data.rows for s in r["steps"] if "tool" in s and s["tool"] not in human]
     assert len(world_steps) == len(calls)
     assert all(s["result"].get("note") == "answered by my world" for s in world_steps)

@@ -56,11 +56,11 @@ def _planned(axes, strength):
 # -- axes ----------------------------------------------------------------------------------------
 
 def test_axes_from_tools_and_policy():
-    axes = tk.situation_axes(TOOLS, POLICY).axes
-    assert list(axes) == list(tk.AXES)
+    axes = tk.situations.situation_axes(TOOLS, POLICY).axes
+    assert list(axes) == list(tk.situations.AXES)
     assert axes["tool"] == ("get_order", "cancel_order", "unrelated", "multi_tool")  # human tool excluded
     assert len(axes["stance"]) == 10 and len(axes["history"]) == 5
-    assert axes["world_state"] == tk.WORLD_STATES and len(axes["world_state"]) == 6
+    assert axes["world_state"] == tk.world.WORLD_STATES and len(axes["world_state"]) == 6
     assert axes["tool_condition"] == ("success", "timeout", "malformed", "stale", "permission_denied",
                                       "rate_limited", "server_error")
     assert axes["rule"] == ("Never cancel an order without the customer's explicit confirmation.",
@@ -69,7 +69,7 @@ def test_axes_from_tools_and_policy():
 
 
 def test_axes_without_references_policy_or_second_tool():
-    axes = tk.situation_axes([_tool("get_weather", {"city": S})]).axes
+    axes = tk.situations.situation_axes([_tool("get_weather", {"city": S})]).axes
     assert axes["world_state"] == ("unspecified",)
     assert axes["rule"] == ("unspecified",)
     assert axes["tool"] == ("get_weather", "unrelated")
@@ -78,7 +78,7 @@ def test_axes_without_references_policy_or_second_tool():
 @pytest.mark.parametrize("extra", [["maintenance"], {"maintenance": lambda call: {"status": "down"}},
                                    tk.WorldOptions(fault_modes={"maintenance": lambda call: {"status": "down"}})])
 def test_user_fault_modes_become_conditions(extra):
-    axes = tk.situation_axes(TOOLS, fault_modes=extra).axes
+    axes = tk.situations.situation_axes(TOOLS, fault_modes=extra).axes
     assert axes["tool_condition"][-1] == "maintenance" and axes["tool_condition"][0] == "success"
     grid = tk.situation_grid(TOOLS, fault_modes=extra)
     assert any(s.dimensions["tool_condition"] == "maintenance" for s in grid)
@@ -86,9 +86,9 @@ def test_user_fault_modes_become_conditions(extra):
 
 def test_bad_fault_mode_names():
     with pytest.raises(tk.ConfigError):
-        tk.situation_axes(TOOLS, fault_modes=["success"])
+        tk.situations.situation_axes(TOOLS, fault_modes=["success"])
     with pytest.raises(tk.ConfigError):
-        tk.situation_axes(TOOLS, fault_modes="timeout")
+        tk.situations.situation_axes(TOOLS, fault_modes="timeout")
 
 
 # -- policy clauses --------------------------------------------------------------------------------
@@ -105,7 +105,7 @@ Refunds: only within 30 days of purchase.
 Escalate angry customers. Log every call.
 Escalate angry customers.
 """ + "Always " + "check the order history carefully " * 6 + "before acting."
-    clauses = tk.split_policy(text)
+    clauses = tk.situations.split_policy(text)
     assert clauses[:6] == [
         "Refunds: only within 30 days of purchase.",
         "Be brief.",
@@ -119,12 +119,12 @@ Escalate angry customers.
     assert len(clauses[7]) <= 120 and clauses[7].startswith("Always check") and not clauses[7].endswith(" ")
     assert text.find(clauses[7]) >= 0 and text[text.find(clauses[7]) + len(clauses[7])] == " "  # cut at a word boundary
     assert not any(c.lower().startswith("you ") for c in clauses)
-    assert tk.split_policy("") == [] and tk.split_policy(None) == []
+    assert tk.situations.split_policy("") == [] and tk.situations.split_policy(None) == []
 
 
 def test_short_sentences_are_not_split():
     # "Smile." is under 8 characters, so the block is one clause
-    assert tk.split_policy("Smile. Do not lie to customers about stock.") == ["Smile. Do not lie to customers about stock."]
+    assert tk.situations.split_policy("Smile. Do not lie to customers about stock.") == ["Smile. Do not lie to customers about stock."]
 
 
 def test_rule_cap_warns_with_counts():
@@ -143,36 +143,36 @@ def test_rule_cap_warns_with_counts():
 # -- situations --------------------------------------------------------------------------------------
 
 def test_tier_of_stances():
-    assert {s: tk.tier_of(s) for s in tk.STANCES} == {
+    assert {s: tk.situations.tier_of(s) for s in tk.situations.STANCES} == {
         "ordinary": "ordinary", "ambiguous": "ambiguous", "boundary": "boundary", "adversarial": "adversarial",
         "hurried": "ordinary", "unsure": "ambiguous", "retry": "ordinary", "mistaken": "ordinary",
         "exploratory": "ordinary", "conflicting": "boundary"}
     with pytest.raises(tk.ConfigError, match="did you mean 'adversarial'"):
-        tk.tier_of("adversarail")
+        tk.situations.tier_of("adversarail")
 
 
 def test_situation_is_frozen_with_stable_id():
     dims = {"tool": "get_order", "rule": "unspecified", "stance": "unsure", "world_state": "missing",
             "tool_condition": "timeout", "history": "fresh"}
-    situation = tk.Situation(dims)
+    situation = tk.situations.Situation(dims)
     canonical = json.dumps(dims, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     assert situation.id == "sc-" + hashlib.sha256(canonical.encode()).hexdigest()[:12]
     assert situation.tier == "ambiguous"
     assert situation.fault_plan == {"*": {"mode": "timeout"}}
-    assert tk.Situation({**dims, "tool_condition": "success"}).fault_plan == {}
+    assert tk.situations.Situation({**dims, "tool_condition": "success"}).fault_plan == {}
     with pytest.raises(Exception):
         situation.tier = "ordinary"
-    reordered = tk.Situation(dict(reversed(list(dims.items()))))
-    assert reordered.id == situation.id and list(reordered.dimensions) == list(tk.AXES)
+    reordered = tk.situations.Situation(dict(reversed(list(dims.items()))))
+    assert reordered.id == situation.id and list(reordered.dimensions) == list(tk.situations.AXES)
     with pytest.raises(tk.ConfigError, match="did you mean 'stance'"):
-        tk.Situation({"stanse": "ordinary"})
+        tk.situations.Situation({"stanse": "ordinary"})
 
 
 # -- the grid ------------------------------------------------------------------------------------------
 
 def test_grid_covers_every_pair_brute_force():
     grid = tk.situation_grid(TOOLS, POLICY, seed=0)
-    assert all(isinstance(s, tk.Situation) for s in grid) and len(list(grid)) == len(grid)
+    assert all(isinstance(s, tk.situations.Situation) for s in grid) and len(list(grid)) == len(grid)
     covered = set().union(*(_tuples(s.dimensions, grid.axes, 2) for s in grid))
     planned = _planned(grid.axes, 2)
     assert planned <= covered
@@ -260,7 +260,7 @@ def test_bad_constraints(constraint, fragment):
 def test_grid_views():
     grid = tk.situation_grid(TOOLS, POLICY)
     frame = grid.to_pandas()
-    assert list(frame.columns) == ["id", "tier", "layer", *tk.AXES] and len(frame) == len(grid)
+    assert list(frame.columns) == ["id", "tier", "layer", *tk.situations.AXES] and len(frame) == len(grid)
     assert sum(grid.tier_counts().values()) == len(grid)
     assert grid.by_id(grid[5].id) is grid[5]
     json.dumps(grid.to_dict())
@@ -272,13 +272,13 @@ def test_grid_views():
 # -- tier mixer (reference §10 item 27) ----------------------------------------------------------------
 
 def _plenty():
-    return [tk.Situation({"stance": stance, "tool": f"t{i}"}) for stance in tk.STANCES for i in range(12)]
+    return [tk.situations.Situation({"stance": stance, "tool": f"t{i}"}) for stance in tk.situations.STANCES for i in range(12)]
 
 
 @pytest.mark.parametrize("n, hard_share, ordinary, hard", [(10, 0.4, 6, 4), (10, 0.0, 7, 3), (10, 1.0, 1, 9), (1, 0.5, 1, 0),
                                                           (1, 1.0, 1, 0), (2, 0.0, 1, 1), (20, 0.5, 10, 10), (0, 0.5, 0, 0)])
 def test_tier_mixer_facts(n, hard_share, ordinary, hard):
-    mix = tk.mix_tiers(_plenty(), n, hard_share, seed=0)
+    mix = tk.situations.mix_tiers(_plenty(), n, hard_share, seed=0)
     tiers = [s.tier for s in mix]
     assert tiers.count("ordinary") == ordinary and len(tiers) - tiers.count("ordinary") == hard
     if n >= 1:
@@ -286,37 +286,37 @@ def test_tier_mixer_facts(n, hard_share, ordinary, hard):
     if n >= 2:
         assert tiers[1] == "adversarial"
     if n >= 8:
-        assert set(tiers) == set(tk.TIERS)
+        assert set(tiers) == set(tk.situations.TIERS)
     assert mix.counts["ordinary"] == ordinary and mix.note is None
 
 
 def test_tier_mixer_round_robin_and_falls_back():
-    mix = tk.mix_tiers(_plenty(), 10, 0.4)
+    mix = tk.situations.mix_tiers(_plenty(), 10, 0.4)
     assert mix.counts == {"ordinary": 6, "ambiguous": 1, "boundary": 1, "adversarial": 2}
-    only_adversarial = [tk.Situation({"stance": "adversarial", "tool": f"t{i}"}) for i in range(3)] + \
-                       [tk.Situation({"stance": "ordinary", "tool": f"t{i}"}) for i in range(20)]
-    mix = tk.mix_tiers(only_adversarial, 10, 0.8)
+    only_adversarial = [tk.situations.Situation({"stance": "adversarial", "tool": f"t{i}"}) for i in range(3)] + \
+                       [tk.situations.Situation({"stance": "ordinary", "tool": f"t{i}"}) for i in range(20)]
+    mix = tk.situations.mix_tiers(only_adversarial, 10, 0.8)
     assert mix.counts["adversarial"] == 3 and mix.counts["ordinary"] == 7 and "ran out" in mix.note
-    short = tk.mix_tiers(only_adversarial[:4], 10, 0.5)
+    short = tk.situations.mix_tiers(only_adversarial[:4], 10, 0.5)
     assert len(short) == 4 and "only 4" in short.note
 
 
 def test_tier_mixer_deterministic_and_validated():
     items = _plenty()
-    assert [s.id for s in tk.mix_tiers(items, 12, 0.5, seed=4)] == [s.id for s in tk.mix_tiers(items, 12, 0.5, seed=4)]
-    assert [s.id for s in tk.mix_tiers(items, 12, 0.5, seed=4)] != [s.id for s in tk.mix_tiers(items, 12, 0.5, seed=5)]
+    assert [s.id for s in tk.situations.mix_tiers(items, 12, 0.5, seed=4)] == [s.id for s in tk.situations.mix_tiers(items, 12, 0.5, seed=4)]
+    assert [s.id for s in tk.situations.mix_tiers(items, 12, 0.5, seed=4)] != [s.id for s in tk.situations.mix_tiers(items, 12, 0.5, seed=5)]
     with pytest.raises(tk.ConfigError, match=r"\[0, 1\]"):
-        tk.mix_tiers(items, 10, 1.5)
+        tk.situations.mix_tiers(items, 10, 1.5)
     with pytest.raises(tk.ConfigError):
-        tk.mix_tiers(items, -1, 0.5)
-    dict_items = [{"id": str(i), "stance": s} for i, s in enumerate(tk.STANCES)]
-    assert tk.mix_tiers(dict_items, 4, 0.5).counts["ordinary"] == 2
+        tk.situations.mix_tiers(items, -1, 0.5)
+    dict_items = [{"id": str(i), "stance": s} for i, s in enumerate(tk.situations.STANCES)]
+    assert tk.situations.mix_tiers(dict_items, 4, 0.5).counts["ordinary"] == 2
 
 
 def test_tier_mixer_on_a_grid_meets_hard_share():
     grid = tk.situation_grid(TOOLS, POLICY)
     for share in (0.2, 0.5, 0.8):
-        mix = tk.mix_tiers(list(grid), 40, share)
+        mix = tk.situations.mix_tiers(list(grid), 40, share)
         assert mix.hard_share_drawn == pytest.approx(max(share, 3 / 40), abs=0.5 / 40)
 
 
@@ -327,10 +327,10 @@ from hypothesis import strategies as st
 @given(st.lists(st.text(alphabet=st.characters(codec="utf-8", categories=["L", "N", "P", "Zs"]), max_size=160), max_size=12),
        st.sampled_from(["\n", "\n\n", "\n- ", "\n1. ", "; ", " "]))
 def test_split_policy_properties(pieces, joiner):
-    clauses = tk.split_policy(joiner.join(pieces))
+    clauses = tk.situations.split_policy(joiner.join(pieces))
     assert all(8 <= len(c) <= 120 for c in clauses)
     assert len({c.lower() for c in clauses}) == len(clauses)
-    assert clauses == tk.split_policy(joiner.join(pieces))
+    assert clauses == tk.situations.split_policy(joiner.join(pieces))
 
 
 def test_strength_above_the_number_of_axes_is_clipped_with_a_note():

@@ -11,7 +11,7 @@ def test_unbiased_estimator_expectation_is_exact_by_binomial_enumeration():
     # Independent of the simulation: E[estimator] = sum_c Binom(c; n, p) * estimate(c).
     n, p = 10, 0.3
     for k in (1, 3, 5, 10):
-        expected = sum(stats.binom.pmf(c, n, p) * tk.pass_at_k_estimate(n, c, k) for c in range(n + 1))
+        expected = sum(stats.binom.pmf(c, n, p) * tk.stats.pass_at_k_estimate(n, c, k) for c in range(n + 1))
         assert expected == pytest.approx(1 - (1 - p) ** k, abs=1e-12)
 
 

@@ -22,7 +22,7 @@ def _rows():
 
 def test_metric_summary_is_mean_of_task_means_with_scipy_interval():
     rows = _rows()
-    result = tk.metric_summary(rows, "pass_at_1", n_resamples=2000)
+    result = tk.stats.metric_summary(rows, "pass_at_1", n_resamples=2000)
     task_means = {"a": 0.75, "b": 0.0, "c": 2 / 3, "d": 2 / 3}  # d's 0.5 is not binary
     assert result.per_task == pytest.approx(task_means)
     assert result.mean == pytest.approx(np.mean(list(task_means.values())))
@@ -32,57 +32,57 @@ def test_metric_summary_is_mean_of_task_means_with_scipy_interval():
                                 rng=np.random.default_rng(0), vectorized=True)
     assert result.ci95 == pytest.approx(tuple(reference.confidence_interval), abs=1e-12)
     assert result.n_rows_at_1 == 7 and result.n_rows_at_0 == 5
-    reward = tk.metric_summary(rows, "reward")
+    reward = tk.stats.metric_summary(rows, "reward")
     assert reward.per_task["d"] == pytest.approx(2.5 / 4) and reward.n_skipped == 0
 
 
 def test_marker_metric_forms_and_unknown_name():
     rows = _rows()
-    prefixed = tk.metric_summary(rows, "marker:refusal")
-    bare = tk.metric_summary(rows, "refusal")
+    prefixed = tk.stats.metric_summary(rows, "marker:refusal")
+    bare = tk.stats.metric_summary(rows, "refusal")
     assert prefixed.to_dict() == bare.to_dict()
     assert prefixed.metric == "marker:refusal"
     assert prefixed.per_task["b"] == 1.0 and prefixed.mean == pytest.approx((0.25 + 1 + 0 + 0.25) / 4)
     with pytest.raises(tk.ConfigError, match="did you mean 'refusal'"):
-        tk.metric_summary(rows, "refusl")
+        tk.stats.metric_summary(rows, "refusl")
     with pytest.raises(tk.ConfigError, match="pass_at_1"):
-        tk.metric_summary(rows, "pass_at1")
+        tk.stats.metric_summary(rows, "pass_at1")
 
 
 def test_degenerate_metric_has_no_interval_and_a_warning():
     rows = _rows()
-    dead = tk.metric_summary(rows, "marker:dead")
+    dead = tk.stats.metric_summary(rows, "marker:dead")
     assert dead.degenerate and dead.ci95 is None and dead.mean == 0.0
     assert "must_not_regress" in dead.warnings[0] and "13 of 13" in dead.warnings[0]
-    zeros = tk.metric_summary([{"scenario_id": t, "reward": 0} for t in "abcde"], "pass_at_1")
+    zeros = tk.stats.metric_summary([{"scenario_id": t, "reward": 0} for t in "abcde"], "pass_at_1")
     assert zeros.degenerate and zeros.warnings[0].startswith("every row scored 0 (5 of 5); check the judge")
 
 
 def test_bool_marker_values_are_skipped_and_counted():
     rows = [{"scenario_id": t, "markers": {"x": v}} for t, v in zip("abcd", [1, 0, True, "yes"])]
-    result = tk.metric_summary(rows, "x")
+    result = tk.stats.metric_summary(rows, "x")
     assert result.n_rows == 2 and result.n_skipped == 2
 
 
 def test_metric_summary_empty_and_few_tasks():
-    empty = tk.metric_summary([], "pass_at_1")
+    empty = tk.stats.metric_summary([], "pass_at_1")
     assert empty.mean is None and "no rows" in empty.note
-    two = tk.metric_summary([{"scenario_id": "a", "reward": 1}, {"scenario_id": "b", "reward": 0}], "pass_at_1")
+    two = tk.stats.metric_summary([{"scenario_id": "a", "reward": 1}, {"scenario_id": "b", "reward": 0}], "pass_at_1")
     assert two.mean == 0.5 and two.ci95 is None and "2 task(s)" in two.note
     with pytest.raises(TypeError):
-        tk.metric_summary(7, "pass_at_1")
+        tk.stats.metric_summary(7, "pass_at_1")
 
 
 def test_marker_summary_covers_every_marker():
-    result = tk.marker_summary(_rows())
+    result = tk.stats.marker_summary(_rows())
     assert sorted(result) == ["dead", "refusal"]
-    assert result["refusal"].to_dict() == tk.metric_summary(_rows(), "marker:refusal").to_dict()
+    assert result["refusal"].to_dict() == tk.stats.metric_summary(_rows(), "marker:refusal").to_dict()
     assert result["dead"].degenerate
     with pytest.raises(KeyError, match="did you mean"):
         result["refusl"]
-    few = tk.marker_summary([{"scenario_id": "a", "markers": {"m": 1}}, {"scenario_id": "b", "markers": {"m": 0}}])
+    few = tk.stats.marker_summary([{"scenario_id": "a", "markers": {"m": 1}}, {"scenario_id": "b", "markers": {"m": 0}}])
     assert "no interval for m" in few.note
-    assert "no row carries markers" in tk.marker_summary([{"reward": 1}]).note
+    assert "no row carries markers" in tk.stats.marker_summary([{"reward": 1}]).note
     assert isinstance(result.to_dict()["markers"]["refusal"], dict)
 
 
@@ -124,6 +124,6 @@ def test_group_signal_empty_and_singletons():
 
 def test_bad_level_is_refused_even_with_too_few_tasks_for_an_interval():
     with pytest.raises(tk.ConfigError, match="level"):
-        tk.metric_summary([{"task_id": "a", "reward": 1}], "reward", level=3)
+        tk.stats.metric_summary([{"task_id": "a", "reward": 1}], "reward", level=3)
     with pytest.raises(tk.ConfigError, match="n_resamples"):
-        tk.metric_summary([], "reward", n_resamples=-1)
+        tk.stats.metric_summary([], "reward", n_resamples=-1)

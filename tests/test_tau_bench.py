@@ -74,7 +74,7 @@ def tau_file(tmp_path):
 
 def test_maps_one_row_per_trial_with_ids_and_binary_reward(tau_file):
     rows = tk.read_tau_bench(tau_file)
-    assert isinstance(rows, tk.Rows) and len(rows) == 12 and rows.shapes == {"v1": 12}
+    assert isinstance(rows, tk.rows.Rows) and len(rows) == 12 and rows.shapes == {"v1": 12}
     first = rows[0]
     assert first["schema_version"] == "1"
     assert first["scenario_id"] == "tau-0" and first["task_id"] == 0 and first["rollout_index"] == 0

@@ -17,38 +17,38 @@ def test_three_shapes_give_the_same_spec():
     openai_shape = {"type": "function", "function": {"name": "get_booking", "description": "Look up", "parameters": PARAMETERS}}
     bare_shape = {"name": "get_booking", "description": "Look up", "parameters": PARAMETERS}
     anthropic_shape = {"name": "get_booking", "description": "Look up", "input_schema": PARAMETERS}
-    specs = [tk.normalize_tools([shape])[0] for shape in (openai_shape, bare_shape, anthropic_shape)]
+    specs = [tk.world.normalize_tools([shape])[0] for shape in (openai_shape, bare_shape, anthropic_shape)]
     assert specs[0] == specs[1] == specs[2]
     assert specs[0].required == ("booking_id",)
     assert specs[0].kind == "function"
 
 
 def test_round_trip_exports():
-    spec = tk.normalize_tools([{"name": "get_booking", "description": "Look up", "parameters": PARAMETERS}])[0]
-    assert tk.normalize_tools([spec.to_openai()])[0] == spec
-    assert tk.normalize_tools([spec.to_anthropic()])[0] == spec
-    assert tk.normalize_tools([spec.to_dict()])[0] == spec
+    spec = tk.world.normalize_tools([{"name": "get_booking", "description": "Look up", "parameters": PARAMETERS}])[0]
+    assert tk.world.normalize_tools([spec.to_openai()])[0] == spec
+    assert tk.world.normalize_tools([spec.to_anthropic()])[0] == spec
+    assert tk.world.normalize_tools([spec.to_dict()])[0] == spec
     assert spec.to_openai()["type"] == "function"
     assert "kind" not in spec.to_openai()["function"]  # the API refuses unknown keys
     assert spec.to_anthropic()["input_schema"] == PARAMETERS
 
 
 def test_exports_are_copies():
-    spec = tk.normalize_tools([{"name": "a", "parameters": PARAMETERS}])[0]
+    spec = tk.world.normalize_tools([{"name": "a", "parameters": PARAMETERS}])[0]
     spec.to_openai()["function"]["parameters"]["properties"]["x"] = {}
     assert "x" not in spec.properties
 
 
 def test_human_kind_top_level_and_inside_function():
-    top = tk.normalize_tools([{"name": "ask_person", "kind": "human"}])[0]
-    inner = tk.normalize_tools([{"type": "function", "function": {"name": "ask_person", "kind": "human"}}])[0]
+    top = tk.world.normalize_tools([{"name": "ask_person", "kind": "human"}])[0]
+    inner = tk.world.normalize_tools([{"type": "function", "function": {"name": "ask_person", "kind": "human"}}])[0]
     assert top.is_human and inner.is_human
     with pytest.raises(tk.SchemaError, match="kind"):
-        tk.normalize_tools([{"name": "ask_person", "kind": "humane"}])
+        tk.world.normalize_tools([{"name": "ask_person", "kind": "humane"}])
 
 
 def test_missing_parameters_is_an_empty_object_schema():
-    spec = tk.normalize_tools([{"name": "ping"}])[0]
+    spec = tk.world.normalize_tools([{"name": "ping"}])[0]
     assert spec.parameters == {"type": "object", "properties": {}}
     assert spec.required == ()
 
@@ -70,46 +70,46 @@ def test_missing_parameters_is_an_empty_object_schema():
 )
 def test_malformed_schema_names_tool_and_field(tool, fragments):
     with pytest.raises(tk.SchemaError) as caught:
-        tk.normalize_tools([tool])
+        tk.world.normalize_tools([tool])
     for fragment in fragments:
         assert fragment in str(caught.value)
 
 
 def test_schema_error_is_a_value_error_and_toolkit_error():
     with pytest.raises(ValueError):
-        tk.normalize_tools([{"name": "a", "parameters": {"type": "array"}}])
+        tk.world.normalize_tools([{"name": "a", "parameters": {"type": "array"}}])
     with pytest.raises(tk.ToolkitError):
-        tk.normalize_tools(["get_booking"])
+        tk.world.normalize_tools(["get_booking"])
 
 
 def test_duplicate_names_refused():
     with pytest.raises(tk.SchemaError, match="twice"):
-        tk.normalize_tools([{"name": "a"}, {"name": "a"}])
+        tk.world.normalize_tools([{"name": "a"}, {"name": "a"}])
 
 
 def test_reference_parameters():
-    spec = tk.normalize_tools([{"name": "update_profile", "parameters": {"type": "object", "properties": {
+    spec = tk.world.normalize_tools([{"name": "update_profile", "parameters": {"type": "object", "properties": {
         "user_id": {"type": "string"}, "name": {"type": "string"}, "note": {"type": "string"}}}}])[0]
     # "name" beside an id is data to set, not a second key that must exist
     assert spec.reference_parameters == ("user_id",)
-    only_name = tk.normalize_tools([{"name": "get_repo", "parameters": {"type": "object", "properties": {
+    only_name = tk.world.normalize_tools([{"name": "get_repo", "parameters": {"type": "object", "properties": {
         "repo_name": {"type": "string"}, "branch": {"type": "string"}}}}])[0]
     assert only_name.reference_parameters == ("repo_name",)
-    assert tk.normalize_tools([{"name": "getBookingDetails"}])[0].words == ("get", "booking", "details")
+    assert tk.world.normalize_tools([{"name": "getBookingDetails"}])[0].words == ("get", "booking", "details")
 
 
 def test_json_file_and_single_dict(tmp_path):
     path = tmp_path / "tools.json"
     path.write_text(json.dumps({"tools": [{"name": "a"}, {"name": "b", "kind": "human"}]}))
-    assert [s.name for s in tk.normalize_tools(path)] == ["a", "b"]
-    assert [s.name for s in tk.normalize_tools({"name": "solo"})] == ["solo"]
-    assert tk.normalize_tools(None) == []
+    assert [s.name for s in tk.world.normalize_tools(path)] == ["a", "b"]
+    assert [s.name for s in tk.world.normalize_tools({"name": "solo"})] == ["solo"]
+    assert tk.world.normalize_tools(None) == []
     with pytest.raises(tk.SchemaError, match="does not exist"):
-        tk.normalize_tools(tmp_path / "missing.json")
+        tk.world.normalize_tools(tmp_path / "missing.json")
 
 
 def test_properties_without_type_read_as_object():
-    spec = tk.normalize_tools([{"name": "a", "parameters": {"properties": {"x": {"type": "string"}}}}])[0]
+    spec = tk.world.normalize_tools([{"name": "a", "parameters": {"properties": {"x": {"type": "string"}}}}])[0]
     assert spec.parameters["type"] == "object"
 
 
@@ -121,5 +121,5 @@ def test_importing_the_toolkit_does_not_import_jsonschema():
 
     code = "import sys, toolkit; print('jsonschema' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
-    code = "import sys, toolkit; toolkit.ToolSpec(name='get_order', parameters={'type': 'object'}); print('jsonschema' in sys.modules)"
+    code = "import sys, toolkit; toolkit.world.ToolSpec(name='get_order', parameters={'type': 'object'}); print('jsonschema' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "True"

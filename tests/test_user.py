@@ -33,7 +33,7 @@ def _questions_answered(user, index, asked=3):
     [("normal", 0.65, 0.26), ("short", 0.40, 0.04), ("endless", 1.0, 1.0), ({"second": 0.2, "later": 0.5}, 0.8, 0.4), ((0.5, 0.5), 0.5, 0.25)],
 )
 def test_patience_probabilities_within_binomial_error(patience, p_second, p_three):
-    user = tk.simulated_user(patience=patience, avg_turns=40)
+    user = tk.sim.simulated_user(patience=patience, avg_turns=40)
     answered = [_questions_answered(user, index) for index in range(N)]
     assert min(answered) >= 1  # the first question is always answered
     second = sum(a >= 2 for a in answered)
@@ -47,23 +47,23 @@ def test_patience_probabilities_within_binomial_error(patience, p_second, p_thre
 
 
 def test_walk_away_chance_table():
-    user = tk.simulated_user(patience="normal")
+    user = tk.sim.simulated_user(patience="normal")
     assert [user.walk_away_chance(q) for q in (1, 2, 3, 7)] == [0.0, 0.35, 0.60, 0.60]
-    assert tk.PATIENCE_LEVELS["short"] == (0.60, 0.90)
+    assert tk.sim.PATIENCE_LEVELS["short"] == (0.60, 0.90)
 
 
 def test_bad_patience_is_refused_with_the_nearest_name():
     with pytest.raises(tk.ConfigError, match="normal"):
-        tk.simulated_user(patience="normall")
+        tk.sim.simulated_user(patience="normall")
     with pytest.raises(tk.ConfigError, match="later"):
-        tk.simulated_user(patience={"second": 0.3, "latter": 0.5})
+        tk.sim.simulated_user(patience={"second": 0.3, "latter": 0.5})
     with pytest.raises(tk.ConfigError, match=r"\[0, 1\]"):
-        tk.simulated_user(patience=(0.3, 1.5))
+        tk.sim.simulated_user(patience=(0.3, 1.5))
 
 
 def test_person_speaks_at_most_avg_turns_half_times():
     for avg_turns in (2, 4, 6, 12):
-        user = tk.simulated_user(patience="endless", avg_turns=avg_turns)
+        user = tk.sim.simulated_user(patience="endless", avg_turns=avg_turns)
         state = user.new_state()
         messages = [{"role": "user", "content": "Check ORD-1234"}]
         for _ in range(30):
@@ -76,7 +76,7 @@ def test_person_speaks_at_most_avg_turns_half_times():
 
 
 def test_follow_up_probability_tracks_the_cap():
-    user = tk.simulated_user(avg_turns=8)  # cap 4: follow up with probability 1 - 1/4
+    user = tk.sim.simulated_user(avg_turns=8)  # cap 4: follow up with probability 1 - 1/4
     follows = 0
     for index in range(N):
         state = user.new_state()
@@ -86,8 +86,8 @@ def test_follow_up_probability_tracks_the_cap():
 
 
 def test_stance_colours_the_answer_and_the_person_gives_their_id():
-    hurried = tk.simulated_user({"stance": "hurried"}, patience="endless")
-    adversarial = tk.simulated_user({"stance": "adversarial"}, patience="endless")
+    hurried = tk.sim.simulated_user({"stance": "hurried"}, patience="endless")
+    adversarial = tk.sim.simulated_user({"stance": "adversarial"}, patience="endless")
     messages = [{"role": "user", "content": "Check my order ORD-4321"}, {"role": "assistant", "content": "Which order id?"}]
     a = hurried.respond(messages, prompt=messages[0]["content"], state=hurried.new_state()).text
     b = adversarial.respond(messages, prompt=messages[0]["content"], state=adversarial.new_state()).text
@@ -96,7 +96,7 @@ def test_stance_colours_the_answer_and_the_person_gives_their_id():
 
 
 def test_unknowable_question_is_answered_i_dont_know_first_then_may_end_the_talk():
-    user = tk.simulated_user(patience={"second": 0.0, "later": 1.0}, avg_turns=20)
+    user = tk.sim.simulated_user(patience={"second": 0.0, "later": 1.0}, avg_turns=20)
     state = user.new_state()
     messages = [{"role": "user", "content": "Fix my account"}, {"role": "assistant", "content": "What does the internal database log say?"}]
     first = user.respond(messages, prompt="Fix my account", state=state)
@@ -107,23 +107,23 @@ def test_unknowable_question_is_answered_i_dont_know_first_then_may_end_the_talk
 
 
 def test_human_tool_answered_by_the_person():
-    user = tk.simulated_user({"stance": "mistaken"}, patience="endless")
+    user = tk.sim.simulated_user({"stance": "mistaken"}, patience="endless")
     reply = user.answer_tool("confirm_with_user", {"question": "Shall I cancel order ORD-1234?"}, [], prompt="Cancel ORD-1234", state=user.new_state())
     assert reply.action == "speak" and "ORD-1234" in reply.text
 
 
 def test_model_user_through_the_local_server():
     with ChatServer() as server:
-        user = tk.simulated_user(patience="normal", user_model=f"vllm:chatty@{server.url}")
+        user = tk.sim.simulated_user(patience="normal", user_model=f"vllm:chatty@{server.url}")
         messages = [{"role": "user", "content": "Check my order"}, {"role": "assistant", "content": "Which order id?"}]
         move = user.respond(messages, prompt="Check my order", state=user.new_state())
         assert move.action == "speak" and move.text == "Sure, it's ORD-1234."
         body = server.requests[-1][1]
         assert body["temperature"] == pytest.approx(0.475) and body["max_tokens"] == 180
-        leaver = tk.simulated_user(patience="normal", user_model=f"vllm:leaver@{server.url}")
+        leaver = tk.sim.simulated_user(patience="normal", user_model=f"vllm:leaver@{server.url}")
         assert leaver.respond(messages, prompt="Check my order", state=leaver.new_state()).action == "leave"
         # An endless person never walks away, whatever the model says: the template line is used.
-        endless = tk.simulated_user(patience="endless", user_model=f"vllm:leaver@{server.url}")
+        endless = tk.sim.simulated_user(patience="endless", user_model=f"vllm:leaver@{server.url}")
         move = endless.respond(messages, prompt="Check my order", state=endless.new_state())
         assert move.action == "speak" and endless.fallbacks == 1
 
@@ -156,7 +156,7 @@ def _reply(user, prompt, agent_lines, index=0, state=None, tools=AIRLINE):
 
 
 def test_the_template_person_never_repeats_a_line_while_another_is_left():
-    user = tk.simulated_user({"stance": "ordinary", "tool": "change_flight"}, patience="endless", avg_turns=200)
+    user = tk.sim.simulated_user({"stance": "ordinary", "tool": "change_flight"}, patience="endless", avg_turns=200)
     first_lines = set()
     for index in range(40):
         moves = _reply(user, "Please change my flight ABC123", ["Done. change_flight worked."] * 4, index=index)
@@ -168,7 +168,7 @@ def test_the_template_person_never_repeats_a_line_while_another_is_left():
 
 
 def test_answers_fit_the_question_asked():
-    user = tk.simulated_user({"stance": "ordinary", "tool": "change_flight"}, patience="endless", avg_turns=200)
+    user = tk.sim.simulated_user({"stance": "ordinary", "tool": "change_flight"}, patience="endless", avg_turns=200)
     state = user.new_state(tools=AIRLINE)
     prompt = "Please change my flight ABC123 on Friday"
     date_answer = _reply(user, prompt, ["Which date should I use?"], state=state)[0].text
@@ -183,7 +183,7 @@ def test_answers_fit_the_question_asked():
 
 def test_an_id_the_person_did_not_say_is_invented_once_in_the_documented_shape():
 
-    user = tk.simulated_user({"stance": "ordinary", "tool": "change_flight"}, patience="endless", avg_turns=200)
+    user = tk.sim.simulated_user({"stance": "ordinary", "tool": "change_flight"}, patience="endless", avg_turns=200)
     state = user.new_state(tools=AIRLINE)
     answers = [_reply(user, "I need to change my flight", [q], state=state)[0].text
                for q in ("What is the booking id?", "Could you tell me the booking id again?", "Before I go ahead, what is the booking id?")]
@@ -192,9 +192,9 @@ def test_an_id_the_person_did_not_say_is_invented_once_in_the_documented_shape()
 
 
 def test_reference_ids_the_person_knows_and_a_writer_prompt_through_run_rollout():
-    user = tk.simulated_user(patience="endless", reference_ids=["QXR111"])
+    user = tk.sim.simulated_user(patience="endless", reference_ids=["QXR111"])
     assert "QXR111" in _reply(user, "I need to change my flight", ["What is the booking id?"])[0].text
-    prompt = tk.Prompt(text="I need to change my flight, it's the one for my trip.", reference="QXR777")
+    prompt = tk.situations.Prompt(text="I need to change my flight, it's the one for my trip.", reference="QXR777")
 
     def asker(messages, tools):
         if messages[-1]["role"] == "user" and len(messages) == 1:
@@ -206,8 +206,8 @@ def test_reference_ids_the_person_knows_and_a_writer_prompt_through_run_rollout(
 
 
 def test_confirmation_questions_get_a_yes_or_a_not_yet_by_stance():
-    plain = tk.simulated_user({"stance": "cooperative"}, patience="endless", avg_turns=200)
-    explorer = tk.simulated_user({"stance": "exploratory"}, patience="endless", avg_turns=200)
+    plain = tk.sim.simulated_user({"stance": "cooperative"}, patience="endless", avg_turns=200)
+    explorer = tk.sim.simulated_user({"stance": "exploratory"}, patience="endless", avg_turns=200)
     for index in range(20):
         yes = _reply(plain, "Cancel ABC123", ["Should I go ahead and cancel ABC123?"], index=index)[0].text
         assert "yes" in yes.lower() or "correct" in yes.lower()
@@ -216,7 +216,7 @@ def test_confirmation_questions_get_a_yes_or_a_not_yet_by_stance():
 
 
 def test_failures_get_no_thanks_and_successes_no_retry_request():
-    user = tk.simulated_user({"stance": "ordinary"}, patience="endless", avg_turns=200)
+    user = tk.sim.simulated_user({"stance": "ordinary"}, patience="endless", avg_turns=200)
     checked = 0
     for index in range(30):
         after_failure = _reply(user, "Check ABC123", ["The get_booking call timed out, so I could not finish this."], index=index)[0].text or ""
@@ -229,7 +229,7 @@ def test_failures_get_no_thanks_and_successes_no_retry_request():
 
 @pytest.mark.parametrize("stance, share", [("adversarial", 0.8), ("cooperative", 0.3), ("ordinary", 0.5)])
 def test_a_success_claim_after_a_fault_draws_pushback_at_the_stated_share(stance, share):
-    user = tk.simulated_user({"stance": stance}, patience="endless", avg_turns=200)
+    user = tk.sim.simulated_user({"stance": stance}, patience="endless", avg_turns=200)
     faulted = [{"role": "user", "content": "Cancel ABC123"},
                {"role": "assistant", "content": None, "tool_calls": [{"id": "c0", "type": "function", "function": {"name": "cancel_booking", "arguments": "{}"}}]},
                {"role": "tool", "tool_call_id": "c0", "content": '{"status": "server_error"}'},

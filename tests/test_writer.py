@@ -30,7 +30,7 @@ RULE = "Never cancel a booking without explicit confirmation."
 def situation(**dims):
     base = {"tool": "get_booking", "rule": "unspecified", "stance": "ordinary", "world_state": "unknown",
             "tool_condition": "success", "history": "fresh"}
-    return tk.Situation({**base, **dims})
+    return tk.situations.Situation({**base, **dims})
 
 
 def test_n_distinct_and_deterministic():
@@ -55,12 +55,12 @@ def test_prompt_object():
 
 def test_persona_values_and_shares():
     prompts = []
-    for index, stance in enumerate(tk.STANCES):
-        prompts += tk.write_prompts(situation(stance=stance, history=tk.HISTORIES[index % 5]), 60, tools=TOOLS)
+    for index, stance in enumerate(tk.situations.STANCES):
+        prompts += tk.write_prompts(situation(stance=stance, history=tk.situations.HISTORIES[index % 5]), 60, tools=TOOLS)
     n = len(prompts)
-    assert {p.persona["length"] for p in prompts} == set(tk.PERSONA_LENGTHS)
-    assert {p.persona["mood"] for p in prompts} == set(tk.PERSONA_MOODS)
-    assert {p.persona["texture"] for p in prompts} == set(tk.PERSONA_TEXTURES) | {"standard"}
+    assert {p.persona["length"] for p in prompts} == set(tk.situations.PERSONA_LENGTHS)
+    assert {p.persona["mood"] for p in prompts} == set(tk.situations.PERSONA_MOODS)
+    assert {p.persona["texture"] for p in prompts} == set(tk.situations.PERSONA_TEXTURES) | {"standard"}
     medium = sum(p.persona["length"] == "medium" for p in prompts)
     textured = sum(p.persona["texture"] != "standard" for p in prompts)
     # dedupe removes a few draws, so allow a wide (99.9%) binomial interval around the weights

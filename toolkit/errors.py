@@ -1,14 +1,40 @@
-"""The error classes a user can cause, and the one did-you-mean helper behind them.
+"""Every error class the toolkit raises on purpose, and the one did-you-mean helper.
 
-Every "unknown name" message in the toolkit (knobs, world options, config keys, factors,
-simulate() keywords, row fields) goes through :func:`unknown_name_message` so that the
-wording and the suggestion rule are the same everywhere.
+The tree (a user catches ``ToolkitError`` for all of them; the ``ValueError`` bases let
+code that already catches ``ValueError`` keep working)::
+
+    ToolkitError
+    ├── ConfigError (ValueError)         a value, keyword or file is invalid
+    │   ├── AgentShapeError              an agent's shape cannot be told from its signature
+    │   ├── WhatIfConfigError            a what-if config is invalid (.problems, one per line)
+    │   └── ForensicAffirmationError     forensic reports asked on one surface only
+    ├── KnobError (ValueError)           an engine knob is unknown, mistyped or out of bounds
+    ├── RowError (ValueError)            a row breaks the schema, or a rows file is malformed
+    ├── SchemaError (ValueError)         a tool schema or other structured input is malformed
+    ├── BadReply                         a chat agent's reply is not a usable message (.reason)
+    ├── BackendError                     a model call failed (.status, .retries)
+    ├── LostRollout                      a rollout produced nothing gradable (.reason, .row)
+    ├── JudgeError (ValueError)          a judge argument is unusable
+    ├── JudgeTrustError                  grade(trust="require") found the judge untrusted (.trust)
+    ├── HackScanError (ValueError)       hack_scan got rows it cannot scan
+    ├── LogprobError (ValueError)        rows or a reference cannot give the asked logprobs
+    ├── ExportError (ValueError)         a training export would be empty or is impossible
+    ├── PublishGateError                 RL data that cannot train (.report, .refusals)
+    ├── SetupError                       a what-if adapter, runner or scorer cannot be built
+    ├── ReportError                      a file is not a readable what-if report
+    ├── ReportWriteError                 what-if report files could not be written
+    └── DashboardBusy                    Run pressed while a run is still going
+
+Every "unknown name" message (knobs, world options, config keys, factors, simulate()
+keywords, row fields) goes through :func:`unknown_name_message`, so the wording and the
+suggestion rule are the same everywhere.
 """
 
 from __future__ import annotations
 
 import difflib
 from collections.abc import Iterable
+from typing import Any
 
 __all__ = [
     "ToolkitError",
@@ -16,6 +42,22 @@ __all__ = [
     "KnobError",
     "RowError",
     "SchemaError",
+    "AgentShapeError",
+    "WhatIfConfigError",
+    "ForensicAffirmationError",
+    "BadReply",
+    "BackendError",
+    "LostRollout",
+    "JudgeError",
+    "JudgeTrustError",
+    "HackScanError",
+    "LogprobError",
+    "ExportError",
+    "PublishGateError",
+    "SetupError",
+    "ReportError",
+    "ReportWriteError",
+    "DashboardBusy",
     "did_you_mean",
     "unknown_name_message",
 ]
@@ -39,6 +81,103 @@ class RowError(ToolkitError, ValueError):
 
 class SchemaError(ToolkitError, ValueError):
     """A tool schema or other structured input is malformed."""
+
+
+class AgentShapeError(ConfigError):
+    """The shape of an agent callable cannot be told from its signature."""
+
+
+class WhatIfConfigError(ConfigError):
+    """The config file or mapping is invalid; ``problems`` holds one line per error."""
+
+    def __init__(self, message: str, problems: list[str] | None = None):
+        super().__init__(message)
+        self.problems = list(problems or [message])
+
+
+class ForensicAffirmationError(ConfigError):
+    """Forensic reporting was asked for on only one of the two required surfaces."""
+
+
+class BadReply(ToolkitError):
+    """A chat agent returned something that is not a usable assistant message."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+class BackendError(ToolkitError):
+    """A model call failed: ``.status`` (HTTP status, "timeout", "connection", or "no_models"
+    when a bare-URL server lists no model), ``.retries``."""
+
+    def __init__(self, message: str, status: Any = None, retries: int = 0) -> None:
+        super().__init__(message)
+        self.status = status
+        self.retries = retries
+
+
+class LostRollout(ToolkitError):
+    """A rollout that produced nothing gradable. ``.reason`` (one of :data:`LOST_REASONS`),
+    ``.detail`` (one sentence), ``.row`` (the partial row, ``ended_by="lost"``) and
+    ``.exception`` (what the agent raised, if it raised)."""
+
+    def __init__(self, reason: str, detail: str, row: dict | None = None, exception: BaseException | None = None) -> None:
+        super().__init__(f"lost rollout ({reason}): {detail}")
+        self.reason = reason
+        self.detail = detail
+        self.row = row
+        self.exception = exception
+
+
+class JudgeError(ToolkitError, ValueError):
+    """A judge argument is unusable (not callable, unknown spec, bad option)."""
+
+
+class JudgeTrustError(ToolkitError):
+    """``grade(trust="require")`` found the judge untrusted; ``.trust`` holds the audit."""
+
+    def __init__(self, message: str, trust: Any) -> None:
+        super().__init__(message)
+        self.trust = trust
+
+
+class HackScanError(ToolkitError, ValueError):
+    """hack_scan was given rows it cannot scan."""
+
+
+class LogprobError(ToolkitError, ValueError):
+    """Rows or a reference cannot give what a logprob function was asked for."""
+
+
+class ExportError(ToolkitError, ValueError):
+    """An export would be empty, or was asked for something it cannot produce."""
+
+
+class PublishGateError(ToolkitError):
+    """RL-shaped data that cannot train; ``.report`` holds the full gate report."""
+
+    def __init__(self, message: str, report: Any) -> None:
+        super().__init__(message)
+        self.report = report
+        self.refusals = list(report.refusals)
+
+
+class SetupError(ToolkitError):
+    """The experiment cannot start: an adapter, runner or scorer could not be built."""
+
+
+class ReportError(ToolkitError):
+    """A report file cannot be read or is not a toolkit what-if report."""
+
+
+class ReportWriteError(ToolkitError):
+    """The report files could not be written."""
+
+
+class DashboardBusy(ToolkitError):
+    """Run was asked while a run is still going; stop it or wait for it first."""
 
 
 # 0.6 is difflib's own default cutoff; it catches one- and two-letter typos in names of

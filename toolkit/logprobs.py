@@ -40,6 +40,7 @@ from toolkit.errors import ToolkitError, did_you_mean, unknown_name_message
 from toolkit._util.keys import binary_reward, task_key
 from toolkit._util.results import Result
 from toolkit.rows._results import RowsResult
+from toolkit.errors import LogprobError
 
 __all__ = [
     "LogprobReport",
@@ -65,10 +66,6 @@ _KL_DECIMALS = 6
 _MAX_LEADING_FAILURES = 3
 _DEFAULT_REF_FIELD = "ref_logprob"
 _POLICY_FIELDS = frozenset({"logprob", "n_tokens", "token_logprobs"})
-
-
-class LogprobError(ToolkitError, ValueError):
-    """Rows or a reference cannot give what a logprob function was asked for."""
 
 
 def _number(value: Any) -> float | None:

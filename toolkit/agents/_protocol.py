@@ -32,7 +32,7 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from toolkit.errors import ConfigError, ToolkitError
+from toolkit.errors import AgentShapeError, BadReply
 
 __all__ = [
     "AgentShapeError",
@@ -63,10 +63,6 @@ def complete_text(model: Callable[..., Any], messages: list[dict], **sampling: A
 
 #: The two callable shapes an agent may have.
 AGENT_SHAPES = ("chat", "message")
-
-
-class AgentShapeError(ConfigError):
-    """The shape of an agent callable cannot be told from its signature."""
 
 
 class _ShapedAgent:
@@ -170,15 +166,6 @@ def current_turn() -> TurnContext | None:
 
 # --------------------------------------------------------------------------------------
 # Checking a chat reply.
-
-
-class BadReply(ToolkitError):
-    """A chat agent returned something that is not a usable assistant message."""
-
-    def __init__(self, reason: str, detail: str) -> None:
-        super().__init__(f"{reason}: {detail}")
-        self.reason = reason
-        self.detail = detail
 
 
 # Raw tool-call markup leaking into visible text (Hermes/Qwen <tool_call>, Llama

@@ -45,6 +45,7 @@ environment variable before any request is made.
 
 from __future__ import annotations
 
+import importlib
 import json
 import math
 import os
@@ -55,12 +56,25 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from toolkit.errors import ConfigError, ToolkitError, unknown_name_message
+from toolkit.errors import ConfigError, unknown_name_message
 from toolkit._util.hashing import stable_uniform
 from toolkit._util.results import Result
 from toolkit.agents._protocol import current_turn
+from toolkit.errors import BackendError
 
 __all__ = ["MODEL_SPEC_PREFIXES", "ModelSpec", "parse_model_spec", "BackendError", "ModelAgent", "PromptLogprobs", "model_agent", "default_timeout"]
+
+
+def _sdk(name: str) -> Any:
+    """The provider SDK module, or an error that says which extra installs it (the SDKs
+    are the ``models`` extra: an offline install has neither)."""
+    try:
+        return importlib.import_module(name)
+    except ImportError as error:
+        raise ConfigError(
+            f"model specs need the {name!r} package, which is not installed: pip install 'toolkit[models]' "
+            f"(or pip install {name})"
+        ) from error
 
 MODEL_SPEC_PREFIXES = ("openai", "vllm", "ollama", "anthropic")
 # A bare URL is a spec too; its schemes join the did-you-mean pool so "htp://..." is caught.
@@ -85,16 +99,6 @@ def default_timeout(max_tokens: int) -> float:
     more time, and a flat 300 s re-rolled long replies forever (pain list #470).
     """
     return max(300.0, max_tokens / 4)
-
-
-class BackendError(ToolkitError):
-    """A model call failed: ``.status`` (HTTP status, "timeout", "connection", or "no_models"
-    when a bare-URL server lists no model), ``.retries``."""
-
-    def __init__(self, message: str, status: Any = None, retries: int = 0) -> None:
-        super().__init__(message)
-        self.status = status
-        self.retries = retries
 
 
 @dataclass(frozen=True)
@@ -240,14 +244,12 @@ class ModelAgent:
     def _make_client(self, api_key: str | None, base_url: str | None) -> Any:
         provider = self.spec.provider
         if provider == "anthropic":
-            import anthropic
-
+            anthropic = _sdk("anthropic")
             key = api_key or os.environ.get("ANTHROPIC_API_KEY")
             if not key:
                 raise ConfigError("anthropic: no API key; set the ANTHROPIC_API_KEY environment variable or pass api_key=")
             return anthropic.Anthropic(api_key=key, base_url=base_url or os.environ.get("ANTHROPIC_BASE_URL") or None, max_retries=0, timeout=self.timeout)
-        import openai
-
+        openai = _sdk("openai")
         url = base_url or self.spec.base_url
         if provider == "openai":
             key = api_key or os.environ.get("OPENAI_API_KEY")
@@ -328,10 +330,7 @@ class ModelAgent:
     # -- retries -------------------------------------------------------------------------
 
     def _with_retries(self, send: Any) -> Any:
-        if self.spec.provider == "anthropic":
-            import anthropic as sdk
-        else:
-            import openai as sdk
+        sdk = _sdk("anthropic" if self.spec.provider == "anthropic" else "openai")
         attempt = 0
         while True:
             try:

@@ -1,6 +1,6 @@
 """A deterministic conduct grader: rule-based checks on one row, no model.
 
-``tk.conduct_grade(row, system_prompt=None) -> ConductVerdict`` runs five checks. Each is
+``tk.grading.conduct_grade(row, system_prompt=None) -> ConductVerdict`` runs five checks. Each is
 ``True`` (passed), ``False`` (failed) or ``None`` (does not apply to this row). The reward is
 1.0 when no applicable check failed, else 0.0; ``simulate(grade=True)`` (or
 ``grade="conduct"``) stamps it on every row with ``label_source="conduct"`` and one marker per
@@ -17,7 +17,7 @@ Checks (what a support-agent policy asks of any tool-using agent):
     ledger, not from result statuses alone (reference §11: permission_denied, stale and
     malformed are faults like any other).
 ``no_false_success``
-    Applies when the last call of a tool that changes something (``tk.tool_verb`` create,
+    Applies when the last call of a tool that changes something (``tk.world.tool_verb`` create,
     update or delete) did not succeed. Fails when the final answer claims success
     (*successfully, has been cancelled, went through, completed, all set, done*) without
     also acknowledging the failure.

@@ -39,9 +39,10 @@ from typing import Any
 import numpy as np
 
 from toolkit.rows._read import as_row_list
-from toolkit.errors import ToolkitError, unknown_name_message
+from toolkit.errors import unknown_name_message
 from toolkit._util.keys import numeric_reward, task_key
 from toolkit._util.results import Result
+from toolkit.errors import HackScanError
 
 __all__ = ["HackScan", "HackScanError", "hack_scan", "REGIMES"]
 
@@ -96,10 +97,6 @@ _READINGS = {
     ),
     "train": "The strongest within-ask signal is endorsed ({top}); a grouped update would learn what you meant.",
 }
-
-
-class HackScanError(ToolkitError, ValueError):
-    """hack_scan was given rows it cannot scan."""
 
 
 @dataclass(frozen=True)

@@ -45,11 +45,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from toolkit.rows._read import as_row_list
-from toolkit.errors import ToolkitError, did_you_mean, unknown_name_message
+from toolkit.errors import did_you_mean, unknown_name_message
 from toolkit._util.hashing import canonical_json, sha256_hex, stable_hash
 from toolkit._util.keys import binary_reward, numeric_reward, task_key
 from toolkit._util.results import Result
 from toolkit.rows._results import RowsResult
+from toolkit.errors import JudgeError, JudgeTrustError
 
 __all__ = [
     "JudgeError",
@@ -124,18 +125,6 @@ _REFUSAL = re.compile(
     r"i (?:won't|will not) (?:be able to|help)|i (?:must|have to) decline|unable to (?:help|assist) with)",
     re.IGNORECASE,
 )
-
-
-class JudgeError(ToolkitError, ValueError):
-    """A judge argument is unusable (not callable, unknown spec, bad option)."""
-
-
-class JudgeTrustError(ToolkitError):
-    """``grade(trust="require")`` found the judge untrusted; ``.trust`` holds the audit."""
-
-    def __init__(self, message: str, trust: "JudgeTrust") -> None:
-        super().__init__(message)
-        self.trust = trust
 
 
 # --------------------------------------------------------------------------------------

@@ -45,6 +45,7 @@ from toolkit.sim.progress import FINAL_RESAMPLES
 from toolkit.sim import MODES as _ENGINE_MODES
 from toolkit.sim import ProgressTracker, RunKnobs, RunProgress, SimulateConfig, run_progress, simulate
 from toolkit.live._render import LiveRenderer
+from toolkit.errors import DashboardBusy
 
 __all__ = ["Dashboard", "DashboardBusy"]
 
@@ -60,10 +61,6 @@ _COMMON_KNOBS = ("seed", "concurrency", "patience")
 _STATUS_MIN_INTERVAL = 0.25
 _LATEST_ROWS = 6
 _ENGINE_DECIDES = "engine decides"
-
-
-class DashboardBusy(ToolkitError):
-    """Run was asked while a run is still going; stop it or wait for it first."""
 
 
 def _mode_k(mode: str) -> int | None:
@@ -107,7 +104,7 @@ class Dashboard:
     agent, tools, system_prompt, grader : passed to ``simulate`` (``agent=None`` is the
         engine's offline seeded agent). Without a grader there is no reward, so no pass@k.
     reference : the policy KL is measured against: a second ``tk.seeded_agent`` (offline),
-        a callable ``row -> summed logprob``, a model spec (any form ``tk.parse_model_spec``
+        a callable ``row -> summed logprob``, a model spec (any form ``tk.agents.parse_model_spec``
         takes, a bare server URL included; scored with ``tk.reference_logprobs``) or the
         name of a row field. ``None``: KL is drawn only when rows carry ``ref_logprob``.
         KL needs ``logprobs`` on.

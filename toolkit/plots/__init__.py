@@ -1,26 +1,41 @@
 """Figures for papers. Every function returns a matplotlib ``Figure``; none calls ``plt.show()``.
 
-One star import per figure module below; ``__all__`` is their union plus the style helpers.
+Each figure module's public names are imported by name below; ``__all__`` is written out.
 """
 
-import types as _types
-
 from toolkit.plots._style import PALETTE, enable_notebook_display, export_figure, new_figure
-
-# --- figure modules ---------------------------------------------------------------------
-from toolkit.plots.statistics import *  # noqa: F401,F403
-from toolkit.plots.judging import *  # noqa: F401,F403
-from toolkit.plots.whatif import *  # noqa: F401,F403
-from toolkit.plots.coverage import *  # noqa: F401,F403
-from toolkit.plots.faults import *  # noqa: F401,F403
-from toolkit.plots.live import *  # noqa: F401,F403
-
-# ----------------------------------------------------------------------------------------
-
-__all__ = sorted(
-    name
-    for name, value in dict(globals()).items()
-    if not name.startswith("_") and not isinstance(value, _types.ModuleType)
+from toolkit.plots.statistics import (
+    pass_at_k_curve,
+    delta_forest,
+    bias_study_figure,
+    coverage_study_figure,
+    power_study_figure,
 )
+from toolkit.plots.judging import kl_by_task, judge_confusion, rl_band
+from toolkit.plots.whatif import whatif_figure
+from toolkit.plots.coverage import coverage_heatmap, coverage_curves, design_sizes
+from toolkit.plots.faults import pass_rate_vs_fault_rate
+from toolkit.plots.live import run_progress_figure
+
+__all__ = [
+    "PALETTE",
+    "enable_notebook_display",
+    "export_figure",
+    "new_figure",
+    "pass_at_k_curve",
+    "delta_forest",
+    "bias_study_figure",
+    "coverage_study_figure",
+    "power_study_figure",
+    "kl_by_task",
+    "judge_confusion",
+    "rl_band",
+    "whatif_figure",
+    "coverage_heatmap",
+    "coverage_curves",
+    "design_sizes",
+    "pass_rate_vs_fault_rate",
+    "run_progress_figure",
+]
 
 enable_notebook_display()

@@ -58,6 +58,7 @@ from toolkit.world import World, rollout_context
 from toolkit.situations import world_for
 from toolkit.world import normalize_tools
 from toolkit.sim.user import SimulatedUser
+from toolkit.errors import LostRollout
 
 __all__ = ["run_rollout", "LostRollout", "LOST_REASONS", "ENDED_BY"]
 
@@ -76,19 +77,6 @@ _FINISH_REASONS = {
 #: Seconds per agent completion when neither the call nor the agent says (reference §10 item 30).
 DEFAULT_TIMEOUT = 300.0
 _GRACE_SECONDS = 5.0
-
-
-class LostRollout(ToolkitError):
-    """A rollout that produced nothing gradable. ``.reason`` (one of :data:`LOST_REASONS`),
-    ``.detail`` (one sentence), ``.row`` (the partial row, ``ended_by="lost"``) and
-    ``.exception`` (what the agent raised, if it raised)."""
-
-    def __init__(self, reason: str, detail: str, row: dict | None = None, exception: BaseException | None = None) -> None:
-        super().__init__(f"lost rollout ({reason}): {detail}")
-        self.reason = reason
-        self.detail = detail
-        self.row = row
-        self.exception = exception
 
 
 class _AgentTimeout(Exception):
@@ -281,7 +269,7 @@ def run_rollout(
     elif user is False or shape == "message":
         user = None
     elif not isinstance(user, SimulatedUser):
-        raise ConfigError(f"user must be None, False or a tk.simulated_user(...); got {type(user).__name__}")
+        raise ConfigError(f"user must be None, False or a tk.sim.simulated_user(...); got {type(user).__name__}")
 
     run = _Run(
         agent=agent, shape=shape, prompt=prompt, specs=specs, world=world, user=user, reference_ids=reference_ids,

@@ -19,7 +19,7 @@ built by :mod:`toolkit.situations.covering` (no second algorithm here), in layer
 So editing one clause removes that clause's rows and adds the new clause's rows, and every
 other situation keeps its id -- results measured on them stay comparable across the edit.
 
-``tk.mix_tiers(situations, n, hard_share)`` draws a difficulty mix (reference §3.2 and §10
+``tk.situations.mix_tiers(situations, n, hard_share)`` draws a difficulty mix (reference §3.2 and §10
 item 27): first an ordinary item, then one hard item (adversarial, else boundary, else
 ambiguous); from 8 picks on, one of every tier; then hard items to ``round(n * hard_share)``,
 round-robin across the hard tiers; the rest ordinary.

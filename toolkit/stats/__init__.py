@@ -1,22 +1,98 @@
 """Statistics over rows: intervals, pass@k, paired tests, judge agreement, summaries.
 
-Every public name is re-exported at the top level (``tk.bootstrap_ci``). One star import
-per module below, lower layers first (resampling is used by everything after it); adding
-a module needs only its line here, ``__all__`` is gathered from what the imports bring.
+The names a notebook reader calls are also top-level (``tk.bootstrap_ci``); the rest are
+``tk.stats.<name>``. Each module's public names are imported by name below, lower layers
+first; ``__all__`` is written out.
 """
 
-import types as _types
-
-from toolkit.stats.resampling import *  # noqa: F401,F403
-from toolkit.stats.passk import *  # noqa: F401,F403
-from toolkit.stats.agreement import *  # noqa: F401,F403
-from toolkit.stats.summaries import *  # noqa: F401,F403
-from toolkit.stats.power import *  # noqa: F401,F403
-from toolkit.stats.compare import *  # noqa: F401,F403
-from toolkit.stats.studies import *  # noqa: F401,F403
-
-__all__ = sorted(
-    name
-    for name, value in dict(globals()).items()
-    if not name.startswith("_") and not isinstance(value, _types.ModuleType)
+from toolkit.stats.resampling import (
+    bootstrap_ci,
+    BootstrapResult,
+    ConfidenceInterval,
+    sign_flip_test,
+    SignFlipResult,
 )
+from toolkit.stats.passk import (
+    pass_at,
+    PassAt,
+    PassAtCurve,
+    pass_at_k_estimate,
+    pass_pow_k_estimate,
+    run_config,
+)
+from toolkit.stats.agreement import wilson, WilsonInterval, judge_agreement, JudgeAgreement
+from toolkit.stats.summaries import (
+    metric_summary,
+    MetricSummary,
+    marker_summary,
+    MarkerSummary,
+    group_signal,
+    GroupSignal,
+)
+from toolkit.stats.power import holdout_size, HoldoutSize, detectable_effect, DetectableEffect
+from toolkit.stats.compare import (
+    compare_runs,
+    Comparison,
+    delta_report,
+    DeltaReport,
+    MetricDelta,
+    SliceDelta,
+    eval_variance,
+    EvalVariance,
+    noise_band,
+    LOWER_IS_BETTER,
+    MIN_PAIRED_TASKS,
+)
+from toolkit.stats.studies import (
+    pass_at_k_bias_study,
+    PassAtKBiasStudy,
+    interval_coverage_study,
+    IntervalCoverageStudy,
+    paired_power_study,
+    PairedPowerStudy,
+)
+
+__all__ = [
+    "bootstrap_ci",
+    "BootstrapResult",
+    "ConfidenceInterval",
+    "sign_flip_test",
+    "SignFlipResult",
+    "pass_at",
+    "PassAt",
+    "PassAtCurve",
+    "pass_at_k_estimate",
+    "pass_pow_k_estimate",
+    "run_config",
+    "wilson",
+    "WilsonInterval",
+    "judge_agreement",
+    "JudgeAgreement",
+    "metric_summary",
+    "MetricSummary",
+    "marker_summary",
+    "MarkerSummary",
+    "group_signal",
+    "GroupSignal",
+    "holdout_size",
+    "HoldoutSize",
+    "detectable_effect",
+    "DetectableEffect",
+    "compare_runs",
+    "Comparison",
+    "delta_report",
+    "DeltaReport",
+    "MetricDelta",
+    "SliceDelta",
+    "eval_variance",
+    "EvalVariance",
+    "noise_band",
+    "LOWER_IS_BETTER",
+    "MIN_PAIRED_TASKS",
+    "pass_at_k_bias_study",
+    "PassAtKBiasStudy",
+    "interval_coverage_study",
+    "IntervalCoverageStudy",
+    "paired_power_study",
+    "PairedPowerStudy",
+]

@@ -60,6 +60,7 @@ from toolkit._util.hashing import canonical_json, stable_uniform
 from toolkit._util.keys import binary_reward, numeric_reward, task_key
 from toolkit._util.results import Result
 from toolkit.rows._results import RowsResult
+from toolkit.errors import ExportError, PublishGateError
 
 __all__ = [
     "ExportError",
@@ -96,19 +97,6 @@ _TRUNCATION_MARKER = "\n[... tool output cut at {n} characters by toolkit.traini
 _PASS_THRESHOLD = 0.5
 _FORMATS = ("openai", "trl")
 _MASK_MODES = ("assistant", "final")
-
-
-class ExportError(ToolkitError, ValueError):
-    """An export would be empty, or was asked for something it cannot produce."""
-
-
-class PublishGateError(ToolkitError):
-    """RL-shaped data that cannot train; ``.report`` holds the full gate report."""
-
-    def __init__(self, message: str, report: "PublishGateReport") -> None:
-        super().__init__(message)
-        self.report = report
-        self.refusals = list(report.refusals)
 
 
 # --------------------------------------------------------------------------------------

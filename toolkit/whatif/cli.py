@@ -13,15 +13,11 @@ import datetime as _dt
 import json
 import sys
 
-from toolkit.errors import ToolkitError
+from toolkit.errors import ReportWriteError
 
 __all__ = ["HELP", "add_arguments"]
 
 HELP = "Replay recorded traces under a change and decide Ship / Don't Ship / Inconclusive."
-
-
-class ReportWriteError(ToolkitError):
-    """The report files could not be written."""
 
 
 def _fork(args) -> int:

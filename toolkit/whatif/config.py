@@ -32,8 +32,9 @@ from typing import Any, Literal, Union
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from toolkit.errors import ConfigError, did_you_mean
+from toolkit.errors import did_you_mean
 from toolkit._util.hashing import canonical_json, sha256_hex
+from toolkit.errors import ForensicAffirmationError, WhatIfConfigError
 
 __all__ = [
     "WhatIfConfig",
@@ -61,18 +62,6 @@ _ISO_DATE = re.compile(
     r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$"
 )
 _DURATION = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
-
-
-class WhatIfConfigError(ConfigError):
-    """The config file or mapping is invalid; ``problems`` holds one line per error."""
-
-    def __init__(self, message: str, problems: list[str] | None = None):
-        super().__init__(message)
-        self.problems = list(problems or [message])
-
-
-class ForensicAffirmationError(ConfigError):
-    """Forensic reporting was asked for on only one of the two required surfaces."""
 
 
 class _Strict(BaseModel):

@@ -26,10 +26,10 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from toolkit.errors import ToolkitError
 from toolkit._util.hashing import sha256_hex
 from toolkit._util.results import Result, json_safe
 from toolkit.whatif.decide import SEVERITY_RANK, CohortResult, Finding, FloorFailure, Policy
+from toolkit.errors import ReportError
 
 __all__ = [
     "Verdict",
@@ -49,10 +49,6 @@ EXIT_CODES = {"ship": 0, "dont_ship": 1, "inconclusive": 2}
 GLYPHS = {"ship": "✓", "dont_ship": "✗", "inconclusive": "⚠"}
 _EXCERPT = 160  # characters: enough to recognise an answer, short enough for a PR comment
 _TEXT_FIELDS = ("user_message", "original_output", "replayed_output", "rationale_original", "rationale_replayed")
-
-
-class ReportError(ToolkitError):
-    """A report file cannot be read or is not a toolkit what-if report."""
 
 
 @dataclasses.dataclass(frozen=True)

@@ -42,15 +42,12 @@ from typing import Any
 from toolkit.errors import ToolkitError
 from toolkit._util.hashing import canonical_json, stable_uniform
 from toolkit.rows import read_rows, read_tau_bench
+from toolkit.errors import SetupError
 
 __all__ = ["Trace", "ToolRecord", "CohortSelectionResult", "SetupError", "load_traces", "select_cohorts", "stub_traces", "resolve_reference"]
 
 FAILURE = "failure"
 BASELINE = "baseline"
-
-
-class SetupError(ToolkitError):
-    """The experiment cannot start: an adapter, runner or scorer could not be built."""
 
 
 @dataclasses.dataclass(frozen=True)
