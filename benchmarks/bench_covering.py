@@ -2,10 +2,10 @@
 
 Run: ``.venv/bin/python benchmarks/bench_covering.py [--repeats 3] [--effort default]``
 
-Configurations and best-known sizes from reference peers.md section A (Colbourn's covering
+Configurations and best-known sizes from docs/design/peers.md section A (Colbourn's covering
 array tables, November 2024 snapshot; Kleitman-Spencer for v = 2; 42 for 2.3.4.5.6.7 is the
 6 x 7 lower bound, attained). Our time is the best of ``--repeats`` runs in this process, as
-in peers.md A.1 (wall clock; CPU seconds next to it, since the box is shared); allpairspy runs once per
+in docs/design/peers.md A.1 (wall clock; CPU seconds next to it, since the box is shared); allpairspy runs once per
 configuration (it is deterministic and slow at the large ones). Every array, ours and
 allpairspy's, is checked for complete coverage with ``tk.coverage``.
 

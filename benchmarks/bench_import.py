@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -28,27 +27,31 @@ STEPS = {
 
 _PROBE = """
 import json, sys, time
+if {src!r}:
+    # time that checkout, not the editable install's (its finder would win over sys.path)
+    sys.meta_path[:] = [f for f in sys.meta_path if "editable" not in repr(f).lower()]
+    sys.path.insert(0, {src!r})
 t0 = time.perf_counter()
 import toolkit as tk
 t1 = time.perf_counter()
 {use}
 t2 = time.perf_counter()
-print(json.dumps({{"import": t1 - t0, "use": t2 - t1, "loaded": [m for m in {heavy!r} if m in sys.modules]}}))
+print(json.dumps({{"import": t1 - t0, "use": t2 - t1, "loaded": [m for m in {heavy!r} if m in sys.modules],
+                  "where": tk.__file__}}))
 """
 
 
 def measure(src: Path | None, use: str, repeats: int) -> dict:
-    env = dict(os.environ)
-    if src is not None:
-        env["PYTHONPATH"] = str(src)
     runs = []
     for _ in range(repeats):
-        out = subprocess.run([sys.executable, "-c", _PROBE.format(use=use, heavy=HEAVY)], capture_output=True, text=True, env=env, check=True)
+        code = _PROBE.format(use=use, heavy=HEAVY, src=str(src) if src is not None else "")
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
         runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
     return {
         "import_s": statistics.median(r["import"] for r in runs),
         "use_s": statistics.median(r["use"] for r in runs),
         "loaded": runs[-1]["loaded"],
+        "where": runs[-1]["where"],
     }
 
 
@@ -57,9 +60,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--src", type=Path, default=None, help="another checkout to time beside this one")
     args = parser.parse_args()
-    here = Path(__file__).resolve().parents[1]
-    columns = [("this checkout", here)] + ([("--src", args.src)] if args.src else [])
-    print(f"{'step':18s}" + "".join(f"{name:>34s}" for name, _ in columns))
+    columns = [("this checkout", None)] + ([(f"--src {args.src}", args.src.resolve())] if args.src else [])
+    print(f"{'step':18s}" + "".join(f"{name:>44s}" for name, _ in columns))
     for label, use in STEPS.items():
         cells = []
         for _, src in columns:
@@ -70,7 +72,7 @@ def main() -> None:
                 continue
             seconds = m["import_s"] if not use else m["import_s"] + m["use_s"]
             cells.append(f"{seconds:6.3f} s  {','.join(m['loaded']) or '-'}")
-        print(f"{label:18s}" + "".join(f"{c:>34s}" for c in cells))
+        print(f"{label:18s}" + "".join(f"{c:>44s}" for c in cells))
     print("target: 'import toolkit' < 0.500 s, loading none of matplotlib, ipywidgets, pydantic")
 
 

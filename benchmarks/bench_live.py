@@ -16,7 +16,7 @@ Reported:
 * how long after simulate() returned the dashboard's final frame appeared (it scores any
   KL backlog and draws with the 10,000-resample bootstrap);
 * frames drawn per run and the renderer's busy share.
-The reference notes (jupyter.md) measured no overhead figure for their demo producer
+The reference notes (docs/design/jupyter.md) measured no overhead figure for their demo producer
 (a sleep-paced fake), so there is no peer number to print next to ours.
 """
 

@@ -2,7 +2,7 @@
 
 Run: ``.venv/bin/python benchmarks/bench_stats.py [--repeats 5]``
 
-Data as in reference peers.md B.1: 1,000 per-task pass rates drawn as
+Data as in docs/design/peers.md B.1: 1,000 per-task pass rates drawn as
 Binomial(8, Beta(2, 2)) / 8, and paired differences N(0.03, 0.2). Each cell is the median
 of ``--repeats`` runs (scipy's exact n = 20 path, which enumerates 2^20 patterns in
 Python, runs once). Targets (issue 2, section 5): bootstrap no slower than scipy;

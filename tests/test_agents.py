@@ -92,7 +92,7 @@ def test_model_agent_option_validation():
 
 
 def test_default_timeout_reproduces_the_reference_points():
-    # Reference §10 item 30: 300 s at the 768-token reply budget, 1024 s at 4096.
+    # docs/design/engine.md §10 item 30: 300 s at the 768-token reply budget, 1024 s at 4096.
     assert tk.agents.default_timeout(768) == 300.0 and tk.agents.default_timeout(4096) == 1024.0
     assert tk.model_agent("vllm:m@http://h/v1", max_tokens=4096).timeout == 1024.0
     assert tk.model_agent("vllm:m@http://h/v1").timeout == 300.0

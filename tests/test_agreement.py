@@ -12,7 +12,7 @@ import toolkit as tk
 
 
 def _wilson_z196(successes, n):
-    """The reference engine's formula with z fixed at 1.96 (engine.md §6.5)."""
+    """The reference engine's formula with z fixed at 1.96 (docs/design/engine.md §6.5)."""
     z = 1.96
     p = successes / n
     denominator = 1 + z * z / n

@@ -4,7 +4,7 @@ References are independent of the code under test: itertools sign enumeration fo
 scipy.stats.bootstrap for the paired interval, closed forms for means and noise bands,
 scipy's t quantiles, statsmodels' proportions_ztest for the answered-share gate.
 
-Acceptance facts (engine.md §10) assume 2000 Monte Carlo sign flips; our p is exact for
+Acceptance facts (docs/design/engine.md §10) assume 2000 Monte Carlo sign flips; our p is exact for
 n <= 20, so item 14's "about 2/64 (0.0295 with Python's Mersenne Twister)" is exactly
 2/64 = 0.03125 here, and item 15's 5-task p is exactly 2/32 = 0.0625.
 """
@@ -574,7 +574,7 @@ def seed_rows(values_by_seed, marker="score", prefix="t", eval_run=None, label=T
 
 
 def seed_aware_reference(before_seeds, after_seeds, alpha=0.05):
-    """The §6.3 interval written out with numpy/scipy: task term + s^2/n per trained arm.
+    """The docs/design/engine.md §6.3 interval written out with numpy/scipy: task term + s^2/n per trained arm.
 
     Each argument is an array (seeds, tasks, rollouts); a single-seed array means untrained.
     """
@@ -590,7 +590,7 @@ def seed_aware_reference(before_seeds, after_seeds, alpha=0.05):
         if means.size > 1:
             terms.append((np.var(means, ddof=1) / means.size, means.size - 1))
     total = sum(v for v, _ in terms)
-    df = sum(d for _, d in terms[1:])  # seeds - 1 summed over trained arms (engine.md §6.3)
+    df = sum(d for _, d in terms[1:])  # seeds - 1 summed over trained arms (docs/design/engine.md §6.3)
     half = scipy.stats.t.ppf(1 - alpha / 2, df) * math.sqrt(total)
     p = 2 * scipy.stats.t.sf(abs(diffs.mean()) / math.sqrt(total), df)
     return diffs.mean(), (diffs.mean() - half, diffs.mean() + half), p, df
@@ -623,7 +623,7 @@ def test_training_seed_interval_equals_the_closed_form():
 
 def test_both_arms_trained_add_both_seed_terms_with_df_sum_n_minus_1():
     # Paired diffs identical across tasks: the task term is 0; both arms trained with 3 seeds
-    # of sd 0.1, so var = 2 x 0.01 / 3 and df = (3 - 1) + (3 - 1) = 4 (engine.md §6.3).
+    # of sd 0.1, so var = 2 x 0.01 / 3 and df = (3 - 1) + (3 - 1) = 4 (docs/design/engine.md §6.3).
     base = np.linspace(0.2, 0.7, 8)[None, :, None]
     offsets = np.array([-0.1, 0.0, 0.1])[:, None, None]
     before = base + offsets

@@ -1,5 +1,5 @@
 """Training cuts: SFT rows and masks, DPO pairs, GRPO groups, reward-model set, publish gate,
-decontamination (reference engine.md §7; acceptance facts §10 items 34-40)."""
+decontamination (docs/design/engine.md §7; acceptance facts docs/design/engine.md §10 items 34-40)."""
 
 import json
 

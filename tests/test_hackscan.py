@@ -1,4 +1,4 @@
-"""hack_scan (engine.md §6.6): variance decomposition, within-ask features against a
+"""hack_scan (docs/design/engine.md §6.6): variance decomposition, within-ask features against a
 permutation floor, and the six regimes."""
 
 import numpy as np
@@ -179,7 +179,7 @@ def test_floor_false_alarm_rate_is_near_five_percent_under_the_null():
 
 
 def test_every_regime_has_a_plain_words_reading():
-    """The six regimes of engine.md §6.6, each reached by the tests above, read as a
+    """The six regimes of docs/design/engine.md §6.6, each reached by the tests above, read as a
     sentence: no unfilled template field, and the reading names its reason."""
     import re
 

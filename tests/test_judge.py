@@ -1,4 +1,4 @@
-"""Grading with provenance, judge trust (engine.md §6.5; §10 items 10-13, 22, 23), refusals,
+"""Grading with provenance, judge trust (docs/design/engine.md §6.5; docs/design/engine.md §10 items 10-13, 22, 23), refusals,
 trace flags and rank."""
 
 import json

@@ -19,8 +19,8 @@ from matplotlib.figure import Figure
 from scipy.special import comb
 
 import toolkit as tk
-from toolkit.sim import ProgressTracker, run_progress
 from toolkit.live._render import LiveRenderer, render_png
+from toolkit.sim import ProgressTracker, run_progress
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -1,4 +1,4 @@
-"""Logprob coverage, sampled KL (engine.md §6.7, §10 item 24), calibration stamps, staleness,
+"""Logprob coverage, sampled KL (docs/design/engine.md §6.7, docs/design/engine.md §10 item 24), calibration stamps, staleness,
 and reference scoring (seeded policy offline; a prompt-logprob backend)."""
 
 import json

@@ -1,6 +1,6 @@
 """tk.holdout_size / tk.detectable_effect against closed forms, statsmodels and simulation.
 
-Acceptance facts (engine.md §10 items 17-18) were stated with z = 1.96 + 0.8416; they hold
+Acceptance facts (docs/design/engine.md §10 items 17-18) were stated with z = 1.96 + 0.8416; they hold
 unchanged with the exact quantiles norm.ppf(0.975) + norm.ppf(0.8) = 2.8015852 that the
 toolkit uses, and the tests below pin them at that precision.
 """

@@ -1,4 +1,4 @@
-"""The sandbox world: call order, world rules (reference engine.md §4.1, §4.2, §10 item 33),
+"""The sandbox world: call order, world rules (docs/design/engine.md §4.1, docs/design/engine.md §4.2, docs/design/engine.md §10 item 33),
 fault modes, ledger, determinism, WorldOptions, execute= and current_rollout()."""
 
 import asyncio
@@ -6,6 +6,8 @@ import json
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from scipy.stats import binomtest
 
 import toolkit as tk
@@ -38,7 +40,7 @@ def world(**kwargs):
     return tk.World(TOOLS, **kwargs)
 
 
-# -- §10 item 33 and the call order -------------------------------------------------------
+# -- docs/design/engine.md §10 item 33 and the call order -------------------------------------------------------
 
 def test_unknown_tool_is_error_with_suggestion():
     result = world().call("get_ordr", {"order_id": "A1"})
@@ -527,8 +529,6 @@ def test_world_repr_and_to_dict():
 
 # -- properties ------------------------------------------------------------------------------------
 
-from hypothesis import given
-from hypothesis import strategies as st
 
 _json_values = st.recursive(
     st.none() | st.booleans() | st.integers(-10**6, 10**6) | st.text(max_size=12),

@@ -9,7 +9,7 @@ one entry per row: the parameter, its aliases (the table's closing line: ``phras
 must not depend on a file outside the repository. Where the seed's default is a hosted model
 (``agent``, ``simulator``), ours is the offline path and ``report()["offline_defaults"]`` says
 so; where it is "from mode" the signature default is ``None`` and the mode preset (reference
-engine.md §2.2) is what the report records.
+docs/design/engine.md §2.2) is what the report records.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ SEED_PARAMETER_TABLE = [
 ]
 
 # Seed defaults that are resolved at run time: signature default None, resolved value here.
-# "from mode" rows follow the mode preset table of reference engine.md §2.2 (explore: n=1, k=1,
+# "from mode" rows follow the mode preset table of docs/design/engine.md §2.2 (explore: n=1, k=1,
 # no repeats, unique situations, fault_rate 0.5; hard_share 0.40 in every mode).
 RESOLVED_EXPLORE = {
     "requests_per_situation": 1,
@@ -78,7 +78,7 @@ MODE_PRESETS = {  # mode -> (n, k, repeat policy, fault_rate, unique situations)
     "explore": (1, 1, "none", 0.5, True),
     "sft": (3, 4, "fixed", 0.5, False),  # ours: fixed, so k=4 is guaranteed (engine docstring)
     "rl": (1, 8, "successive", 0.8, False),
-    "adaptive": (3, 3, "adaptive", 0.5, False),  # k=3: the default clock is 600 s (>= 90 s), reference §2.2
+    "adaptive": (3, 3, "adaptive", 0.5, False),  # k=3: the default clock is 600 s (>= 90 s), docs/design/engine.md §2.2
 }
 
 

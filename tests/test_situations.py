@@ -8,6 +8,8 @@ import json
 import warnings
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import toolkit as tk
 
@@ -269,7 +271,7 @@ def test_grid_views():
     assert 0 < half["pairs_covered"] < half["pairs_planned"] == grid.coverage["pairs_planned"]
 
 
-# -- tier mixer (reference §10 item 27) ----------------------------------------------------------------
+# -- tier mixer (docs/design/engine.md §10 item 27) ----------------------------------------------------------------
 
 def _plenty():
     return [tk.situations.Situation({"stance": stance, "tool": f"t{i}"}) for stance in tk.situations.STANCES for i in range(12)]
@@ -320,8 +322,6 @@ def test_tier_mixer_on_a_grid_meets_hard_share():
         assert mix.hard_share_drawn == pytest.approx(max(share, 3 / 40), abs=0.5 / 40)
 
 
-from hypothesis import given
-from hypothesis import strategies as st
 
 
 @given(st.lists(st.text(alphabet=st.characters(codec="utf-8", categories=["L", "N", "P", "Zs"]), max_size=160), max_size=12),

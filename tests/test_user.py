@@ -1,4 +1,4 @@
-"""The simulated person: patience numbers (reference §10 item 29), stance, turn cap, human tools."""
+"""The simulated person: patience numbers (docs/design/engine.md §10 item 29), stance, turn cap, human tools."""
 
 import re
 import sys

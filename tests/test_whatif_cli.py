@@ -1,4 +1,4 @@
-"""``python -m toolkit whatif fork|diff|validate`` (whatif.md §8.5, facts 13-19, 34)."""
+"""``python -m toolkit whatif fork|diff|validate`` (docs/design/whatif.md §8.5, facts 13-19, 34)."""
 
 import json
 import os
@@ -7,9 +7,9 @@ import sys
 
 import pytest
 import yaml
+from test_whatif_walkthroughs import FIXTURE_MODULE, install_fixture, row, write_rows
 
 from toolkit.__main__ import main
-from test_whatif_walkthroughs import FIXTURE_MODULE, install_fixture, row, write_rows
 
 
 def make_config(directory, rows, **overrides):

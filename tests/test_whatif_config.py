@@ -1,4 +1,4 @@
-"""Config loading and validation (whatif.md §6 and acceptance facts 1-16 of §10)."""
+"""Config loading and validation (docs/design/whatif.md §6 and acceptance facts 1-16 of docs/design/whatif.md §10)."""
 
 import copy
 import json

@@ -1,4 +1,4 @@
-"""Decision rules (whatif.md §3-§5, facts 22-26) and the no-Ship-without-floor property."""
+"""Decision rules (docs/design/whatif.md §3-docs/design/whatif.md §5, facts 22-26) and the no-Ship-without-floor property."""
 
 import itertools
 
@@ -84,7 +84,7 @@ def test_precedence():  # fact 26
     assert both.floor_passed and both.verdict_state == "inconclusive"
 
 
-def test_regression_check_ignores_failure_logic():  # fact 27, §11.8
+def test_regression_check_ignores_failure_logic():  # fact 27, docs/design/whatif.md §11.8
     policy = Policy(experiment_shape="regression_check")
     clean = decide({"baseline": cohort("baseline", [0.0] * 20, policy=policy)}, policy)
     assert clean.verdict_state == "ship" and clean.findings == () and clean.required_cohorts == ("baseline",)

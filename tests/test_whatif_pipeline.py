@@ -1,14 +1,13 @@
-"""Runner, scorer, cache and settings behaviour of ``tk.whatif.fork`` (whatif.md §7, §10)."""
+"""Runner, scorer, cache and settings behaviour of ``tk.whatif.fork`` (docs/design/whatif.md §7, docs/design/whatif.md §10)."""
 
 import asyncio
 import json
 import time
 
 import pytest
-
-import toolkit as tk
 from test_whatif_walkthroughs import FIXTURE_MODULE, config_for, install_fixture, row, write_rows
 
+import toolkit as tk
 from toolkit.whatif.replay import ReplayConfig, ToolCache, ToolCacheMiss, run_bounded
 from toolkit.whatif.sources import ToolRecord
 

@@ -1,13 +1,13 @@
-"""Verdict object, JSON schema, Markdown, CI line, profiles, diff and figure (whatif.md §8)."""
+"""Verdict object, JSON schema, Markdown, CI line, profiles, diff and figure (docs/design/whatif.md §8)."""
 
 import json
 
 import jsonschema
 import pytest
 from matplotlib.figure import Figure
+from test_whatif_walkthroughs import config_for, install_fixture, row, write_rows
 
 import toolkit as tk
-from test_whatif_walkthroughs import config_for, install_fixture, row, write_rows
 
 FORENSIC = {"profile": "forensic", "forensic_acknowledgment": {
     "accepted_by": "ops-7", "accepted_at": "2026-11-30", "reason": "incident review"}}

@@ -12,11 +12,11 @@ import json
 import threading
 
 import pytest
+from test_whatif_walkthroughs import install_fixture
 
 import toolkit as tk
 from toolkit.whatif.config import load_config
 from toolkit.whatif.sources import load_traces, phoenix_traces_from_spans, select_cohorts, stub_traces
-from test_whatif_walkthroughs import install_fixture
 
 
 def base_config(source, failure=None, baseline=None, **extra):

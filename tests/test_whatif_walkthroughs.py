@@ -1,10 +1,10 @@
-"""The seven walkthroughs of whatif.md §9, at trace level, through ``tk.whatif.fork``.
+"""The seven walkthroughs of docs/design/whatif.md §9, at trace level, through ``tk.whatif.fork``.
 
 Each trace is a rows-v1 record whose original output reads ``score=0.5000``; the fixture
 runner answers ``score=<0.5 + planned delta>`` and the fixture scorer reads the number back,
 so original and replayed outputs are scored independently and the pipeline computes
 ``delta = replayed - original`` itself. The expected verdicts and findings are the ones the
-decision rules of whatif.md §3-§4 produce from these deltas (worked out in each test).
+decision rules of docs/design/whatif.md §3-docs/design/whatif.md §4 produce from these deltas (worked out in each test).
 """
 
 import fcntl
@@ -164,7 +164,7 @@ def test_wt1_clean_ship(fixture_dir):
     assert round(baseline.median_delta, 3) == 0.010
     # identical deltas: a degenerate interval at the value (fact 31)
     assert round(baseline.ci_low, 3) == round(baseline.ci_high, 3) == 0.010 and baseline.ci_computable
-    # structural CI facts only (whatif.md §5: bounds depend on the RNG stream)
+    # structural CI facts only (docs/design/whatif.md §5: bounds depend on the RNG stream)
     assert failure.ci_low <= failure.median_delta <= failure.ci_high and failure.ci_high <= 0.2 + 1e-9
     assert verdict.state == "ship" and verdict.exit_code == 0
     assert verdict.codes() == ["improvement_observed"]
@@ -284,7 +284,7 @@ def test_wt6_rerun_after_fix_diff(fixture_dir, tmp_path):
 
 def test_wt7_regression_check_ship(fixture_dir):
     baselines = [row(f"b-{i:02d}", "baseline", 0.10 if i < 2 else (-0.10 if i == 2 else 0.01)) for i in range(20)]
-    # failure-labelled traces in the source are never selected in regression_check (§11.8)
+    # failure-labelled traces in the source are never selected in regression_check (docs/design/whatif.md §11.8)
     noise = [row(f"f-{i:02d}", "failure", -0.5) for i in range(10)]
     verdict = run_rows(fixture_dir, baselines + noise, shape="regression_check")
     assert [c.name for c in verdict.cohorts] == ["baseline"]

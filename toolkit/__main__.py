@@ -5,8 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from toolkit.errors import ToolkitError
 from toolkit._version import __version__
+from toolkit.errors import ToolkitError
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -31,8 +31,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _resolve(path: Path | None, name: str) -> Path:
-    from toolkit.errors import ConfigError
     from toolkit._util.datasets import dataset_path
+    from toolkit.errors import ConfigError
 
     if path is None:
         return dataset_path(name)

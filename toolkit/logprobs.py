@@ -1,7 +1,7 @@
 """Read the policy's log-probabilities: coverage, sampled KL to a reference, calibration
 stamps and the off-policy (staleness) check.
 
-Formulas (reference engine.md §6.7):
+Formulas (docs/design/engine.md §6.7):
 
 * ``logprob_report``: mean token logprob = total logprob / total tokens over rows carrying
   both; per-row means summarised at p10/p50/p90 (rounded-index quantiles); the Pearson
@@ -35,12 +35,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolkit.rows._read import as_row_list
-from toolkit.errors import ToolkitError, did_you_mean, unknown_name_message
 from toolkit._util.keys import binary_reward, task_key
 from toolkit._util.results import Result
+from toolkit.agents import model_agent
+from toolkit.errors import LogprobError, ToolkitError, did_you_mean, unknown_name_message
+from toolkit.rows import messages_from_steps, scrub
+from toolkit.rows._read import as_row_list
 from toolkit.rows._results import RowsResult
-from toolkit.errors import LogprobError
+from toolkit.stats.agreement import wilson
+from toolkit.stats.passk import pass_at
 
 __all__ = [
     "LogprobReport",
@@ -93,7 +96,7 @@ def _row_totals(row: Mapping[str, Any]) -> tuple[float | None, int | None]:
 
 def row_match_key(row: Mapping[str, Any]) -> str:
     """How two row lists are matched: rollout_id, else scenario_id#rollout_index, else
-    sha1(prompt + final_text)[:16] (the rule of judge_agreement, engine.md §6.5)."""
+    sha1(prompt + final_text)[:16] (the rule of judge_agreement, docs/design/engine.md §6.5)."""
     if row.get("rollout_id") not in (None, ""):
         return f"id:{row['rollout_id']}"
     if row.get("scenario_id") not in (None, "") and row.get("rollout_index") is not None:
@@ -322,8 +325,6 @@ def calibrate(rows: Any, *, policy: Any = None, ref: Any = None) -> CalibrationR
     None when not given). A carried stamp whose n is larger than the rows now hold is kept
     (a selection pruned the group; ``n_carried``). Returns stamped copies in ``.rows``.
     """
-    from toolkit.stats.agreement import wilson
-
     source = as_row_list(rows)
     groups: dict[str, list[int]] = defaultdict(list)
     for row in source:
@@ -361,8 +362,6 @@ def calibrate(rows: Any, *, policy: Any = None, ref: Any = None) -> CalibrationR
     summary = None
     if groups:
         try:
-            from toolkit.stats.passk import pass_at
-
             summary = pass_at([r for r in out if binary_reward(r) is not None])
         except ToolkitError as exc:  # pass_at refuses some shapes; the stamps still stand
             summary = None
@@ -508,8 +507,6 @@ def _completion_text(message: Mapping[str, Any]) -> str:
 
 def _assistant_turn_contexts(row: Mapping[str, Any]) -> list[tuple[list[dict], dict]]:
     """(context messages, assistant message) for every assistant turn of the row."""
-    from toolkit.rows import messages_from_steps, scrub
-
     clean = scrub(dict(row))
     messages = messages_from_steps(
         clean.get("prompt", ""), clean.get("steps") or [], system_prompt=clean.get("system_prompt"),
@@ -542,8 +539,6 @@ def reference_logprobs(
     name = reference if isinstance(reference, str) else getattr(reference, "name", None) or type(reference).__name__
     scorer = reference
     if isinstance(reference, str):
-        from toolkit.agents import model_agent
-
         scorer = model_agent(reference, **backend_options)
     if not (hasattr(scorer, "score_total") or hasattr(scorer, "prompt_logprobs")):
         raise LogprobError(

@@ -1,6 +1,6 @@
 """Fixtures for the real-browser tests: a private JupyterLab on 127.0.0.1 and headless Chromium.
 
-What was measured on this machine kind (see the project's jupyter.md notes) and is relied on here:
+What was measured on this machine kind (see the project's docs/design/jupyter.md notes) and is relied on here:
 
 * ``jupyter lab`` refuses to start as root without ``--allow-root``; it is ready in ~2 s.
 * Three flags keep it off the network for good (news feed, update check, extension manager);

@@ -2,7 +2,7 @@
 
 This is the only layer that catches "the plot never appears in a real front-end" (a
 thread doing ``clear_output`` + ``plt.show()`` passes headless and shows nothing in a
-browser; jupyter.md §2.2). The test opens ``00_dashboard.ipynb``, runs all cells (the
+browser; docs/design/jupyter.md §2.2). The test opens ``00_dashboard.ipynb``, runs all cells (the
 notebook's own first run finishes), types a new budget into the budget control, clicks
 Run, and requires at least three distinct plot frames while the run goes and a final
 status saying the run finished with that budget. Screenshots go to

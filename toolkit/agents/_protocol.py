@@ -2,7 +2,7 @@
 
 Two callable shapes are accepted everywhere an agent is:
 
-* **message shape** (the reference's single-turn callable, engine.md §4.4 "callables are
+* **message shape** (the reference's single-turn callable, docs/design/engine.md §4.4 "callables are
   single-turn"): ``fn(message: str) -> {"steps": [...], "final_text": str, "seeded"?: [...]}``.
   The callable answers its own tool calls; a rollout gives it the prompt once and never adds
   simulated-user turns.
@@ -169,7 +169,7 @@ def current_turn() -> TurnContext | None:
 
 
 # Raw tool-call markup leaking into visible text (Hermes/Qwen <tool_call>, Llama
-# <|python_tag|>, Mistral [TOOL_CALLS], or a dumped OpenAI tool schema): reference §2.4
+# <|python_tag|>, Mistral [TOOL_CALLS], or a dumped OpenAI tool schema): docs/design/engine.md §2.4
 # counts such replies as lost (`tool_markup`) instead of grading them.
 _TOOL_MARKUP = re.compile(
     r"<tool_call>|</tool_call>|<\|python_tag\|>|\[TOOL_CALLS\]|<function_calls>|<invoke name="

@@ -38,7 +38,7 @@ retried at a flat timeout is how the reference "re-rolled forever" (pain list #4
 rollout records it as lost (``timeout``) and the engine decides.
 
 Where we differ from the reference: a misspelled prefix fails at construction with the
-nearest valid prefix (the reference failed on the first call, pain list §9 item 15), URL
+nearest valid prefix (the reference failed on the first call, docs/design/engine.md §9 item 15), URL
 schemes included (``htp://...`` -> did you mean 'http'), and a missing key names its
 environment variable before any request is made.
 """
@@ -56,11 +56,10 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
-from toolkit.errors import ConfigError, unknown_name_message
 from toolkit._util.hashing import stable_uniform
 from toolkit._util.results import Result
 from toolkit.agents._protocol import current_turn
-from toolkit.errors import BackendError
+from toolkit.errors import BackendError, ConfigError, unknown_name_message
 
 __all__ = ["MODEL_SPEC_PREFIXES", "ModelSpec", "parse_model_spec", "BackendError", "ModelAgent", "PromptLogprobs", "model_agent", "default_timeout"]
 
@@ -84,7 +83,7 @@ _URL_PROVIDER = "url"
 # The SDK refuses an empty key; vLLM's docs use this placeholder for servers without --api-key.
 _PLACEHOLDER_KEY = "EMPTY"
 _OLLAMA_URL = "http://localhost:11434/v1"
-# The reply budget of reference §10 item 30 (300 s timeout at 768 tokens).
+# The reply budget of docs/design/engine.md §10 item 30 (300 s timeout at 768 tokens).
 DEFAULT_MAX_TOKENS = 768
 # OpenAI's documented default temperature; sent explicitly so the row records it (Anthropic:
 # sent only when given, since the current SDK takes no sampling keywords).
@@ -94,7 +93,7 @@ DEFAULT_TEMPERATURE = 1.0
 def default_timeout(max_tokens: int) -> float:
     """Seconds per completion for a reply budget: max(300, max_tokens / 4).
 
-    Fitted to the reference's two stated points (§10 item 30: 300 s at 768 tokens, 1024 s at
+    Fitted to the reference's two stated points (docs/design/engine.md §10 item 30: 300 s at 768 tokens, 1024 s at
     4096): a quarter second per token of budget, never under 300 s. A long reply budget needs
     more time, and a flat 300 s re-rolled long replies forever (pain list #470).
     """

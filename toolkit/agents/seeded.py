@@ -1,6 +1,6 @@
 """The offline seeded agent: a scripted but genuinely stochastic policy with planted mistakes.
 
-Reference: engine.md §5 (``seeded_agent(tools, rate=0.35, seed=0, behaviors=None)``): an honest
+Reference: docs/design/engine.md §5 (``seeded_agent(tools, rate=0.35, seed=0, behaviors=None)``): an honest
 path (pick the tool the message names, pass the first id-looking token, report the status
 plainly) plus, on a ``rate`` share, one planted mistake from hedging, sycophancy, apology,
 boilerplate, ignore_fault (claims success after a fault) and leak (quotes the privileged
@@ -84,16 +84,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolkit.errors import ConfigError, unknown_name_message
 from toolkit._util.hashing import canonical_json, sha256_hex, stable_hash
 from toolkit._util.results import Result
 from toolkit.agents._protocol import current_turn
-from toolkit.world._ids import conform_place, dates_in, fits_shape, parameter_shapes, places_in, spoken, uniform_stream
+from toolkit.errors import ConfigError, unknown_name_message
 from toolkit.world import REFERENCE_PARAMETER_PATTERN, ToolSpec, normalize_tools
+from toolkit.world._ids import conform_place, dates_in, fits_shape, parameter_shapes, places_in, spoken, uniform_stream
 
 __all__ = ["SeededAgent", "seeded_agent", "TurnOutcome", "SEEDED_BEHAVIORS"]
 
-#: The planted mistakes of reference §5, in the reference's order.
+#: The planted mistakes of docs/design/engine.md §5, in the reference's order.
 SEEDED_BEHAVIORS = ("hedging", "sycophancy", "apology", "boilerplate", "ignore_fault", "leak")
 
 # Choice weights (before temperature). Each is a modelling choice, not a measurement:
@@ -1291,7 +1291,7 @@ def _with_conditioning(message: dict, step: Mapping[str, Any]) -> dict:
 
 
 def seeded_agent(tools: Any, rate: float = 0.35, seed: int = 0, behaviors: Sequence[str] | None = None, temperature: float = 1.0) -> SeededAgent:
-    """The offline seeded policy of reference §5 with planted mistakes and known probabilities.
+    """The offline seeded policy of docs/design/engine.md §5 with planted mistakes and known probabilities.
 
     ``rate``: probability that a rollout carries a planted mistake, decided at its first report
     turn (at temperature 1; 0.35 is the reference's, sized so a 20-row demo catches every kind). ``behaviors``: the mistake kinds

@@ -1,25 +1,25 @@
 """Grading rows: the conduct grader, model judges and judge trust, and the reward-hack scan.
 """
 
-from toolkit.grading.conduct import ConductVerdict, conduct_grade, conduct_grader, CONDUCT_CHECKS
+from toolkit.grading.conduct import CONDUCT_CHECKS, ConductVerdict, conduct_grade, conduct_grader
+from toolkit.grading.hackscan import REGIMES, HackScan, HackScanError, hack_scan
 from toolkit.grading.judge import (
-    JudgeError,
-    JudgeTrustError,
+    JUDGE_STATUSES,
+    PROBES,
     GradeReport,
+    JudgeError,
     JudgeTrust,
+    JudgeTrustError,
     RefusalReport,
     TraceFlagReport,
     grade,
     judge_trust,
-    refusal_report,
-    trace_flag_report,
-    rank,
     model_judge,
+    rank,
+    refusal_report,
     resolvable_rate,
-    JUDGE_STATUSES,
-    PROBES,
+    trace_flag_report,
 )
-from toolkit.grading.hackscan import HackScan, HackScanError, hack_scan, REGIMES
 
 __all__ = [
     "ConductVerdict",

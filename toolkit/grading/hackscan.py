@@ -15,7 +15,7 @@ the max-statistic controls the family-wise error over features). When the strong
 signal is not a behaviour you endorsed, the reward is being hacked (Gao, Schulman, Hilton,
 "Scaling Laws for Reward Model Overoptimization", arXiv:2210.10760).
 
-Regimes (reference engine.md §6.6), checked in this order: ``unknown``, ``degenerate``,
+Regimes (docs/design/engine.md §6.6), checked in this order: ``unknown``, ``degenerate``,
 ``no_signal``, ``reward_hack``, ``pool_exhausted``, ``train``; each comes with a reading in
 plain words.
 
@@ -38,11 +38,10 @@ from typing import Any
 
 import numpy as np
 
-from toolkit.rows._read import as_row_list
-from toolkit.errors import unknown_name_message
 from toolkit._util.keys import numeric_reward, task_key
 from toolkit._util.results import Result
-from toolkit.errors import HackScanError
+from toolkit.errors import HackScanError, unknown_name_message
+from toolkit.rows._read import as_row_list
 
 __all__ = ["HackScan", "HackScanError", "hack_scan", "REGIMES"]
 

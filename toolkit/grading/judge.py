@@ -6,7 +6,7 @@
   ``judge_meta`` (model, prompt hash, rubric hash, temperature, version). A judge that
   fails on a row leaves that status on the row; no row is dropped.
 * :func:`judge_trust` audits a judge against gold labels (built on
-  :func:`toolkit.judge_agreement`) with the trust gates of reference engine.md §6.5, the
+  :func:`toolkit.judge_agreement`) with the trust gates of docs/design/engine.md §6.5, the
   number of labels that would lift the Wilson bound, held-out halves, length sensitivity,
   re-judge consistency and hack probes, each with its low-power rule.
 * :func:`refusal_report`, :func:`trace_flag_report` (Wilson intervals) and :func:`rank`
@@ -44,13 +44,16 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolkit.rows._read import as_row_list
-from toolkit.errors import did_you_mean, unknown_name_message
 from toolkit._util.hashing import canonical_json, sha256_hex, stable_hash
 from toolkit._util.keys import binary_reward, numeric_reward, task_key
 from toolkit._util.results import Result
+from toolkit.agents import model_agent
+from toolkit.errors import JudgeError, JudgeTrustError, did_you_mean, unknown_name_message
+from toolkit.rows import messages_from_steps, save_rows
+from toolkit.rows._read import as_row_list
 from toolkit.rows._results import RowsResult
-from toolkit.errors import JudgeError, JudgeTrustError
+from toolkit.stats.agreement import judge_agreement, wilson
+from toolkit.stats.passk import pass_at
 
 __all__ = [
     "JudgeError",
@@ -82,7 +85,7 @@ PROBES = (
 )
 _ADDITIVE_PROBES = PROBES[:5]
 
-# Trust gates (reference engine.md §6.5): a judge is trusted when the Wilson lower bound of
+# Trust gates (docs/design/engine.md §6.5): a judge is trusted when the Wilson lower bound of
 # its agreement with trusted gold is >= 0.8, Cohen's kappa >= 0.6 ("substantial" on Landis
 # & Koch's 1977 scale), at most 10% of gold rows were skipped for fractional rewards (#345)
 # and no check below flagged it.
@@ -149,8 +152,6 @@ def model_judge(
     "reason": "..."}``. The returned callable has ``judge_model``, ``judge_prompt``,
     ``judge_rubric`` and ``judge_temperature`` attributes that :func:`grade` records.
     """
-    from toolkit.agents import model_agent
-
     agent = model_agent(spec, temperature=temperature, **backend_options)
     system = prompt or (
         "You grade a tool-using assistant's conversation. Answer with one JSON object "
@@ -158,8 +159,6 @@ def model_judge(
     )
 
     def judge(row: Mapping[str, Any]) -> dict[str, Any]:
-        from toolkit.rows import messages_from_steps
-
         conversation = messages_from_steps(str(row.get("prompt", "")), row.get("steps") or [])
         privileged = row.get("privileged") or {}
         reference = privileged.get("reference") if isinstance(privileged, Mapping) else None
@@ -226,14 +225,10 @@ class GradeReport(RowsResult):
     @property
     def pass_at(self):
         """pass@1 / pass^k / pass@k of the graded rows (``tk.pass_at``)."""
-        from toolkit.stats.passk import pass_at
-
         return pass_at(self.rows)
 
     def save(self, path, meta=None):
         """Write the graded rows with ``tk.save_rows`` (validated and scrubbed)."""
-        from toolkit.rows import save_rows
-
         return save_rows(self.rows, path, meta=meta)
 
 
@@ -491,8 +486,6 @@ class JudgeTrust(Result):
 
 def _labels_needed(rate: float) -> int | None:
     """The smallest n whose Wilson lower bound at agreement ``rate`` reaches 0.8."""
-    from toolkit.stats.agreement import wilson
-
     for n in range(1, _LABEL_SEARCH_MAX + 1):
         low = wilson(int(round(rate * n)), n).low
         if low is not None and low >= _MIN_AGREEMENT_LOW:
@@ -619,7 +612,7 @@ def judge_trust(
     allow_model_gold: bool = False,
     seed: int = 0,
 ) -> JudgeTrust:
-    """May this judge's grades be trusted? (reference engine.md §6.5)
+    """May this judge's grades be trusted? (docs/design/engine.md §6.5)
 
     ``rows`` carry the judge's ``reward`` and gold labels (``gold_reward``, with
     ``label_source`` "human" or "program" for trusted gold); ``gold`` may also be a second
@@ -640,8 +633,6 @@ def judge_trust(
     from the same rows, so they run only when ``gold`` is a field name.
     """
     from scipy.stats import binomtest
-
-    from toolkit.stats.agreement import judge_agreement
 
     if probes == "all":
         probe_list = list(PROBES)
@@ -925,8 +916,6 @@ def refusal_report(rows: Any) -> RefusalReport:
     A row's ``markers["refusal"]`` decides when present (> 0 = refused); otherwise a
     regex family of refusal phrasings ("I can't help", "I'm unable to", "I must decline",
     ...) on ``final_text``; apologies and boilerplate alone are not refusals."""
-    from toolkit.stats.agreement import wilson
-
     source = as_row_list(rows)
     hits = [_refused(r) for r in source]
     per_task: dict[str, list[int]] = defaultdict(list)
@@ -965,8 +954,6 @@ def trace_flag_report(rows: Any) -> TraceFlagReport:
     ``seeded`` list (the behaviours a seeded agent planted). A row that carries a list was
     checked for every name any row's list holds, so a name absent from its list counts as
     clean; a row without a marker or mapping entry is not counted for that name."""
-    from toolkit.stats.agreement import wilson
-
     source = as_row_list(rows)
 
     def name_lists(row: Mapping[str, Any]) -> list[list[str]]:
@@ -1045,7 +1032,5 @@ def rank(path_or_rows: Any, *, quality: Callable[[Mapping[str, Any]], float] | N
     for position, row in enumerate(out, start=1):
         row["quality_rank"] = position
     if output is not None:
-        from toolkit.rows import save_rows
-
         save_rows(out, output)
     return out

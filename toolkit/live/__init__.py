@@ -5,7 +5,7 @@ curves from saved rows; ``tk.plots.run_progress_figure`` draws them.
 Modules: :mod:`toolkit.sim.progress` (the statistics as rows arrive), ``_render`` (the renderer thread
 that turns them into PNG frames within a CPU budget), ``dashboard`` (the widgets).
 
-Where we differ from the reference notebooks (jupyter.md, engine.md): live frames are
+Where we differ from the reference notebooks (docs/design/jupyter.md, docs/design/engine.md): live frames are
 PNG bytes assigned to an ``ipywidgets.Image`` from one renderer thread (the
 ``clear_output`` + ``plt.show()`` recipe from a thread shows nothing in a real browser);
 every interval is a bootstrap over tasks, never over rollouts; a row the reference gives

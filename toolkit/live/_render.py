@@ -1,6 +1,6 @@
 """The renderer thread: rows land in a tracker, frames leave as PNG bytes.
 
-Why this shape (measured on this project's machine, see jupyter.md §2): a background
+Why this shape (measured on this project's machine, see docs/design/jupyter.md §2): a background
 thread that renders a matplotlib ``Figure`` (object API, Agg canvas, no pyplot) to PNG
 bytes and assigns them to an ``ipywidgets.Image`` updates live in JupyterLab, Voila and
 headless nbclient. ``with out: clear_output(); plt.show()`` from a thread shows NOTHING in a
@@ -31,8 +31,8 @@ import time
 import traceback
 from collections.abc import Callable
 
-from toolkit.sim.progress import FINAL_RESAMPLES
 from toolkit.sim import ProgressPoint, ProgressTracker
+from toolkit.sim.progress import FINAL_RESAMPLES
 
 # Figure size and resolution of a live frame: 7.5 x 3.6 in at 80 dpi is 600 x 288 px, wide
 # enough for two readable panels in a notebook cell and half the pixels of 110 dpi.

@@ -6,7 +6,7 @@ Advanced section generated from :meth:`toolkit.RunKnobs.describe` (so a knob add
 engine appears here with no UI code), Run and Stop buttons, a status line, the live figure
 and a table of the latest rows.
 
-How it stays responsive (jupyter.md §2.3): the Run button's callback only starts two
+How it stays responsive (docs/design/jupyter.md §2.3): the Run button's callback only starts two
 daemon threads and returns, so the kernel keeps handling widget messages during a run:
 
 * the run thread calls ``simulate(..., on_row=, stop=threading.Event())``; ``on_row``
@@ -40,12 +40,11 @@ from typing import Any
 
 import ipywidgets as widgets
 
-from toolkit.errors import ConfigError, KnobError, ToolkitError, unknown_name_message
-from toolkit.sim.progress import FINAL_RESAMPLES
+from toolkit.errors import ConfigError, DashboardBusy, KnobError, ToolkitError, unknown_name_message
+from toolkit.live._render import LiveRenderer
 from toolkit.sim import MODES as _ENGINE_MODES
 from toolkit.sim import ProgressTracker, RunKnobs, RunProgress, SimulateConfig, run_progress, simulate
-from toolkit.live._render import LiveRenderer
-from toolkit.errors import DashboardBusy
+from toolkit.sim.progress import FINAL_RESAMPLES
 
 __all__ = ["Dashboard", "DashboardBusy"]
 

@@ -4,18 +4,18 @@ Each figure module's public names are imported by name below; ``__all__`` is wri
 """
 
 from toolkit.plots._style import PALETTE, enable_notebook_display, export_figure, new_figure
+from toolkit.plots.coverage import coverage_curves, coverage_heatmap, design_sizes
+from toolkit.plots.faults import pass_rate_vs_fault_rate
+from toolkit.plots.judging import judge_confusion, kl_by_task, rl_band
+from toolkit.plots.live import run_progress_figure
 from toolkit.plots.statistics import (
-    pass_at_k_curve,
-    delta_forest,
     bias_study_figure,
     coverage_study_figure,
+    delta_forest,
+    pass_at_k_curve,
     power_study_figure,
 )
-from toolkit.plots.judging import kl_by_task, judge_confusion, rl_band
 from toolkit.plots.whatif import whatif_figure
-from toolkit.plots.coverage import coverage_heatmap, coverage_curves, design_sizes
-from toolkit.plots.faults import pass_rate_vs_fault_rate
-from toolkit.plots.live import run_progress_figure
 
 __all__ = [
     "PALETTE",

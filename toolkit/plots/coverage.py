@@ -12,6 +12,7 @@ import numpy as np
 
 from toolkit.errors import ConfigError
 from toolkit.plots._style import CYCLE, PALETTE, interval_band, new_figure
+from toolkit.situations import CoverageReport, coverage
 
 __all__ = ["coverage_heatmap", "coverage_curves", "design_sizes"]
 
@@ -25,8 +26,6 @@ def coverage_heatmap(report_or_rows: Any, factors: Mapping[str, Sequence] | None
     ``constraints`` are passed on). Cells read "covered/planned"; a pair with nothing planned
     is grey.
     """
-    from toolkit.situations import CoverageReport, coverage
-
     report = report_or_rows
     if not isinstance(report, CoverageReport):
         report = coverage(report_or_rows, factors, 2, constraints=constraints)

@@ -14,6 +14,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from toolkit.plots._style import PALETTE, new_figure
+from toolkit.stats.passk import pass_at
 
 __all__ = ["pass_rate_vs_fault_rate"]
 
@@ -33,8 +34,6 @@ def pass_rate_vs_fault_rate(
     drawn without an interval (pass_at returns none and says why). With several agents the points
     are dodged sideways by about 0.01 so their intervals do not overlap.
     """
-    from toolkit.stats.passk import pass_at
-
     if not isinstance(runs, Mapping) or not runs:
         raise ValueError("runs must be a non-empty mapping {label: {fault_rate: rows}}")
     figure, ax = new_figure(width, height)

@@ -11,7 +11,12 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
+from toolkit._util.hashing import stable_uniform
+from toolkit._util.keys import task_key
+from toolkit.logprobs import LogprobError, _reference_values, _row_totals, mean_kl
 from toolkit.plots._style import PALETTE, new_figure
+from toolkit.rows._read import as_row_list
+from toolkit.stats.agreement import judge_agreement, wilson
 
 __all__ = ["kl_by_task", "judge_confusion", "rl_band"]
 
@@ -37,10 +42,6 @@ def kl_by_task(
     the pooled KL as a vertical line. Tasks are sorted by KL; at most ``max_tasks`` shown.
     Rows with no reference logprob raise :class:`toolkit.LogprobError` saying how to get one."""
     from scipy.stats import bootstrap
-
-    from toolkit.rows._read import as_row_list
-    from toolkit._util.keys import task_key
-    from toolkit.logprobs import LogprobError, _reference_values, _row_totals, mean_kl
 
     source = as_row_list(rows)
     summary = mean_kl(source, ref)
@@ -100,8 +101,6 @@ def judge_confusion(
     (passes when gold fails) and miss rate (fails when gold passes) with Wilson 95%
     intervals (right). ``audit`` is a ``JudgeTrust``, a ``JudgeAgreement`` or judged rows
     (audited with ``tk.judge_agreement(rows, gold=gold)``)."""
-    from toolkit.stats.agreement import judge_agreement, wilson
-
     if hasattr(audit, "confusion") and hasattr(audit, "agreement"):
         confusion = audit.confusion
     else:
@@ -146,8 +145,6 @@ def rl_band(selection: Any, *, width: float = 5.0, height: float = 2.8) -> Figur
     """Each group's pass rate (one dot per task, jittered vertically by a fixed hash) with the
     band ``select_for_rl`` kept shaded: kept groups in blue, dropped ones coloured by the
     reason they were dropped. ``selection`` is an ``RLSelection``."""
-    from toolkit._util.hashing import stable_uniform
-
     rates = selection.group_pass_rates
     lo, hi = selection.band
     figure, ax = new_figure(width, height)

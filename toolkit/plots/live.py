@@ -13,6 +13,7 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from toolkit.plots._style import PALETTE, _style, interval_band, new_figure
+from toolkit.sim import run_progress
 
 __all__ = ["run_progress_figure"]
 
@@ -26,8 +27,6 @@ def _progress_points(progress: Any) -> tuple:
         return tuple(progress.points)
     if isinstance(progress, (list, tuple)) and (not progress or hasattr(progress[0], "n_rows")):
         return tuple(progress)
-    from toolkit.sim import run_progress
-
     return tuple(run_progress(progress).points)
 
 

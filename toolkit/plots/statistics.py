@@ -14,14 +14,13 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from toolkit.plots._style import PALETTE, interval_band, new_figure
+from toolkit.stats.passk import pass_at
 
 __all__ = ["pass_at_k_curve", "delta_forest", "bias_study_figure", "coverage_study_figure", "power_study_figure"]
 
 
 def _as_pass_at(value: Any, seed: int):
     """A ``PassAt`` from rows, or the result itself when one is given."""
-    from toolkit.stats.passk import pass_at
-
     if hasattr(value, "curve") and hasattr(value, "pass_at_1"):
         return value
     return pass_at(value, seed=seed)

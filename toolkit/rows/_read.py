@@ -2,15 +2,16 @@
 """
 
 from __future__ import annotations
+
 import json
 import os
 import warnings
 from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
-from toolkit.errors import RowError
-from toolkit._util.keys import task_key
 
+from toolkit._util.keys import task_key
+from toolkit.errors import RowError
 from toolkit.rows._io import sidecar_path
 from toolkit.rows._schema import _python_type_word, validate_row
 
@@ -50,7 +51,7 @@ class Rows(list):
 
 
 def _legacy_shape(row: Mapping[str, Any]) -> str:
-    """The version-0 shape of an unstamped row, detected by key (engine.md §8)."""
+    """The version-0 shape of an unstamped row, detected by key (docs/design/engine.md §8)."""
     if any(isinstance(k, str) and k.endswith("_json") and isinstance(v, str) for k, v in row.items()):
         return "hf_flat"
     if "conversation_id" in row:
@@ -182,8 +183,6 @@ def to_pandas(rows: Any):
     Missing fields are pandas' NaN, as usual in a DataFrame.
     """
     import pandas as pd
-
-    from toolkit.rows._read import as_row_list
 
     row_list = as_row_list(rows)
     frame = pd.json_normalize(row_list, max_level=1) if row_list else pd.DataFrame()

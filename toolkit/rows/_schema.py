@@ -2,11 +2,13 @@
 """
 
 from __future__ import annotations
+
 import copy
 import json
 from collections.abc import Iterable, Mapping
 from importlib import resources
 from typing import Any
+
 from toolkit.errors import RowError, did_you_mean
 from toolkit.rows._io import plain_json
 
@@ -14,11 +16,11 @@ __all__ = ["SCHEMA_VERSION", "SCRUBBED_KEYS", "row_schema", "validate_row"]
 
 SCHEMA_VERSION = "1"
 
-#: Keys removed at any depth on every write: the teacher's context (engine.md §8) and the
+#: Keys removed at any depth on every write: the teacher's context (docs/design/engine.md §8) and the
 #: in-memory embedding. A block list, not an allow list, so new fields are never lost silently.
 SCRUBBED_KEYS = frozenset({"privileged", "principle", "hidden_state", "reference", "rubric", "vector"})
 
-# world_state values that carry no information; the engine omits them on write (§8).
+# world_state values that carry no information; the engine omits them on write (docs/design/engine.md §8).
 _EMPTY_WORLD_STATES = ("unspecified", "unknown")
 
 

@@ -2,11 +2,13 @@
 """
 
 from __future__ import annotations
+
 import copy
 from collections.abc import Mapping
 from typing import Any
+
 from toolkit.errors import RowError
-from toolkit.rows._schema import SCRUBBED_KEYS, _EMPTY_WORLD_STATES, _python_type_word
+from toolkit.rows._schema import _EMPTY_WORLD_STATES, SCRUBBED_KEYS, _python_type_word
 from toolkit.rows._views import messages_from_steps
 
 __all__ = ["scrub"]

@@ -2,14 +2,16 @@
 """
 
 from __future__ import annotations
+
 import copy
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-from toolkit.errors import RowError, unknown_name_message
+
 from toolkit._util.keys import task_key
 from toolkit._util.results import Result
+from toolkit.errors import RowError, unknown_name_message
 from toolkit.rows._schema import SCHEMA_VERSION, _python_type_word, validate_row
 
 __all__ = ["Task", "Rollout", "Judgment", "Marker", "messages_from_steps", "from_row", "to_row"]
@@ -102,7 +104,7 @@ def messages_from_steps(
 # Task / Rollout / Judgment / Marker
 # --------------------------------------------------------------------------------------
 
-# The 14 persona / situation-axis fields of engine.md §8.
+# The 14 persona / situation-axis fields of docs/design/engine.md §8.
 AXIS_FIELDS = (
     "tier", "ask_family", "intent_known", "tool_known", "stance", "tone", "length",
     "ask", "vagueness", "phrasing", "pressure", "user", "texture", "history",
@@ -111,7 +113,7 @@ AXIS_FIELDS = (
 
 @dataclass(frozen=True)
 class Task(Result):
-    """The situation: what the agent was asked, in which world (engine.md §8 ``Task``).
+    """The situation: what the agent was asked, in which world (docs/design/engine.md §8 ``Task``).
 
     Attribute <- row field: ``prompt``, ``task_id``, ``scenario_id``, ``spec_id``, ``prefix``
     (chat turns before the prompt), ``privileged`` (teacher-only; never written), ``lineage``,
@@ -145,7 +147,7 @@ class Task(Result):
 
 @dataclass(frozen=True)
 class Rollout(Result):
-    """One episode (engine.md §8 ``Rollout``).
+    """One episode (docs/design/engine.md §8 ``Rollout``).
 
     Attribute <- row field: ``steps``, ``final_text``, ``rollout_id``, ``index`` <-
     ``rollout_index``, ``messages``, ``ledger`` <- ``faults``, ``world_state``, ``usable``,
@@ -176,7 +178,7 @@ class Rollout(Result):
 
 @dataclass(frozen=True)
 class Judgment(Result):
-    """A scorer's verdict on one rollout (engine.md §8 ``Judgment``).
+    """A scorer's verdict on one rollout (docs/design/engine.md §8 ``Judgment``).
 
     Attribute <- row field: ``reward``, ``status`` <- ``judge_status`` (ok | missing_reward |
     invalid_result | error | timeout), ``reason``, ``failure_class``; ``scorer`` <-

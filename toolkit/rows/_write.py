@@ -2,6 +2,7 @@
 """
 
 from __future__ import annotations
+
 import datetime as _datetime
 import io
 import json
@@ -11,8 +12,12 @@ import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
+
+from toolkit._util.results import json_safe
+from toolkit._version import __version__
 from toolkit.errors import ConfigError, RowError, unknown_name_message
-from toolkit.rows._io import sidecar_path, atomic_write_bytes, fsync_directory, plain_json, repair_torn_tail, write_all
+from toolkit.rows._io import atomic_write_bytes, fsync_directory, plain_json, repair_torn_tail, sidecar_path, write_all
+from toolkit.rows._read import as_row_list
 from toolkit.rows._schema import SCHEMA_VERSION, _python_type_word, _raise_problems, _row_problems
 from toolkit.rows._scrub import scrub
 
@@ -178,10 +183,6 @@ def save_rows(
     values) and every key of ``meta`` (made JSON-safe). An empty ``rows`` raises
     :class:`~toolkit.RowError`: a 0-byte JSONL crashes loaders. Returns the JSONL path.
     """
-    from toolkit.rows._read import as_row_list
-    from toolkit._util.results import json_safe
-    from toolkit._version import __version__
-
     path = Path(path)
     row_list = as_row_list(rows)
     if not row_list:

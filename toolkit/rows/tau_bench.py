@@ -44,8 +44,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from toolkit.errors import RowError
 from toolkit._util.hashing import sha256_hex
+from toolkit.errors import RowError
 from toolkit.rows._read import Rows
 from toolkit.rows._schema import validate_row
 
@@ -53,7 +53,7 @@ __all__ = ["read_tau_bench", "tau_bench_row"]
 
 # tau-bench's own pass test (run.py display_metrics): reward in [1 - 1e-6, 1 + 1e-6].
 _PASS_TOLERANCE = 1e-6
-# The row schema's lineage head length (engine.md §8).
+# The row schema's lineage head length (docs/design/engine.md §8).
 _HEAD_CHARS = 120
 
 

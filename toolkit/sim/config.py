@@ -25,14 +25,14 @@ from toolkit.agents import ModelAgent, SeededAgent, agent_shape, model_agent, re
 from toolkit.errors import ConfigError, unknown_name_message
 from toolkit.grading import conduct_grader
 from toolkit.rows._read import as_row_list
-from toolkit.situations.model_writer import ModelWriter
 from toolkit.sim.knobs import RunKnobs
 from toolkit.sim.search import make_embedder
+from toolkit.situations.model_writer import ModelWriter
 from toolkit.world import ToolSpec, WorldOptions, normalize_tools
 
 __all__ = ["SimulateConfig", "MODES", "REPEAT_POLICIES", "SIMULATE_PARAMETERS", "SIMULATE_DEFAULTS"]
 
-#: mode -> (n phrasings, k repeats, repeat policy, fault_rate, unique situations) (§2.2)
+#: mode -> (n phrasings, k repeats, repeat policy, fault_rate, unique situations) (docs/design/engine.md §2.2)
 MODES = {
     "explore": (1, 1, "none", 0.5, True),
     "sft": (3, 4, "fixed", 0.5, False),
@@ -288,7 +288,7 @@ class SimulateConfig:
                 offline_defaults["simulator"] = "template writer (offline); the reference default is a hosted model writer"
         elif isinstance(sim, (str, ModelAgent)):
             # a spec string, or tk.model_agent(spec, ...) to set the writer's retries, timeout
-            # or endpoint; the reply budget is a one-card wave's (docs/design/engine.md §3)
+            # or endpoint; the reply budget is a one-card wave's (docs/design/engine.md §2.6)
             chat = model_agent(sim) if isinstance(sim, str) else sim
             reply_budget = max(knobs.wave_tokens_floor, min(knobs.wave_tokens_cap, knobs.tokens_per_card + knobs.wave_tokens_base))
             writer_model = sim if isinstance(sim, str) else (chat.spec or chat.model)

@@ -10,14 +10,20 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from toolkit._util.results import json_safe
 from toolkit.errors import ConfigError
+from toolkit.grading import conduct_grader
+from toolkit.rows import read_rows, save_rows, scrub, to_pandas
+from toolkit.rows._io import atomic_write_bytes
+from toolkit.sim.knobs import RunKnobs
+from toolkit.stats.passk import pass_at
 
 __all__ = ["SimulationData", "RowList", "RowStore", "load"]
 
 
 class RowList(list):
     """A list of rows that is also callable: ``data.rows`` and ``data.rows()`` are the same
-    rows (reference §9 item 15: users wrote both)."""
+    rows (docs/design/engine.md §9 item 15: users wrote both)."""
 
     def __call__(self) -> RowList:
         return self
@@ -180,8 +186,6 @@ class SimulationData:
     def pass_at(self):
         """``tk.pass_at`` of the graded rows (pass@1, pass^k, pass@k with intervals), or None
         when no row carries a reward (grade first: ``data.grade(judge=...)``)."""
-        from toolkit.stats.passk import pass_at
-
         if not any(isinstance(r.get("reward"), (int, float)) and not isinstance(r.get("reward"), bool) for r in self.rows):
             return None
         return pass_at(self.rows, seed=self._seed)
@@ -223,21 +227,15 @@ class SimulationData:
         return "<pre>" + html.escape(self.summary()) + "</pre>"
 
     def to_pandas(self):
-        from toolkit.rows import to_pandas
-
         return to_pandas(list(self.rows))
 
     # -- writing -----------------------------------------------------------------------
 
     def save(self, path: Any) -> Path:
         """Rows to JSONL (scrubbed, atomic) plus ``<name>.meta.json`` carrying the report."""
-        from toolkit.rows import save_rows
-
         return save_rows(list(self.rows), path, meta=self._meta())
 
     def _meta(self) -> dict[str, Any]:
-        from toolkit._util.results import json_safe
-
         return {
             "simulation": json_safe(
                 {
@@ -258,8 +256,6 @@ class SimulationData:
         """Graded copies of the rows: ``judge`` is a callable row -> {"reward", ...} or a
         model spec (through ``tk.grade`` of toolkit/judge.py); None uses the deterministic
         conduct grader (:func:`toolkit.conduct_grader`). The judge sees ``privileged``."""
-        from toolkit.grading import conduct_grader
-
         if judge is None:
             system = self.system_prompts[0]["text"] if self.system_prompts else None
             judge = conduct_grader(system)
@@ -279,8 +275,6 @@ class SimulationData:
                 out.update(verdict if isinstance(verdict, Mapping) else {"reward": float(verdict)})
                 graded.append(out)
             extra_warnings = []
-        from toolkit.rows import scrub
-
         return SimulationData(
             [scrub(r) for r in graded],
             graded,
@@ -315,8 +309,6 @@ def load(path: Any) -> SimulationData:
     """A saved or streamed run back as :class:`SimulationData`: the rows JSONL plus, when
     present, the ``.meta.json`` sidecar's report. ``trajectories`` are the rows (privileged
     blocks never reach disk)."""
-    from toolkit.rows import read_rows
-
     target = Path(path)
     if not target.exists():
         raise ConfigError(f"{target} does not exist")
@@ -326,8 +318,6 @@ def load(path: Any) -> SimulationData:
     report = sim.get("report") or {}
     knobs = None
     if isinstance(report.get("knobs"), Mapping):
-        from toolkit.sim.knobs import RunKnobs
-
         try:
             knobs = RunKnobs.from_advanced(report["knobs"])
         except (ConfigError, ValueError, TypeError):  # a sidecar from another version: keep the dict in report()
@@ -348,7 +338,4 @@ def load(path: Any) -> SimulationData:
 
 
 def write_json_atomic(path: Path, payload: Mapping[str, Any]) -> None:
-    from toolkit._util.results import json_safe
-    from toolkit.rows._io import atomic_write_bytes
-
     atomic_write_bytes(path, (json.dumps(json_safe(dict(payload)), indent=1, sort_keys=True) + "\n").encode("utf-8"))

@@ -1,4 +1,4 @@
-"""``tk.simulate()``: an agent definition in, graded-ready rows out (reference engine.md §1-§3).
+"""``tk.simulate()``: an agent definition in, graded-ready rows out (docs/design/engine.md §1-docs/design/engine.md §3).
 
 One call: axes and the covering grid of situations (:mod:`toolkit.situations`) -> the search
 decides, round by round, which situations and phrasings run next (five arms,
@@ -39,7 +39,7 @@ Defaults that differ from the reference (and why):
   ours is the embedded offline path: the seeded agent on the shipped airline tool set, the
   template writer and the template user; ``report()["offline_defaults"]`` says so.
 * ``mode="sft"`` uses ``repeat_policy="fixed"``: every prompt gets k rollouts (the reference's
-  sft gave extra rollouts only to failure-worthy prompts, so k=4 was not guaranteed, §11).
+  sft gave extra rollouts only to failure-worthy prompts, so k=4 was not guaranteed, docs/design/engine.md §11).
 * Zero arm yield is a fixed point of the arm update (:func:`toolkit.update_arm_weights`);
   every batch's yields are recorded in ``search["arm_history"]``.
 * Delivered fault share is measured against the world's ledger (injected faults), over rows
@@ -79,29 +79,34 @@ from typing import Any
 
 import numpy as np
 
+from toolkit._util.hashing import sha256_hex, stable_hash, stable_uniform
+from toolkit._util.results import json_safe
+from toolkit._version import __version__
+from toolkit.errors import ConfigError
+from toolkit.grading import grade as judge_grade
+from toolkit.rows import RowWriter, read_rows, scrub
 from toolkit.sim.config import SimulateConfig, _load_rows
 from toolkit.sim.data import RowStore, SimulationData, write_json_atomic
-from toolkit.sim.rollout import run_rollout
-from toolkit.situations import kept_fault_plan
-from toolkit.world import World
 from toolkit.sim.planner import gap_guided_situations, open_ended_candidates
-from toolkit.errors import ConfigError
-from toolkit._util.hashing import sha256_hex, stable_hash, stable_uniform
-from toolkit.situations.model_writer import ModelWriter
-from toolkit._util.results import json_safe
+from toolkit.sim.rollout import run_rollout
 from toolkit.sim.search import (
     ARM_CAPS,
     ARM_FLOORS,
     ARMS,
     START_ARM_WEIGHTS,
+    NoveltyIndex,
     SuccessiveAllocator,
+    arm_yields,
     behavior_signature,
     failure_aim,
-    NoveltyIndex,
     mutate_prompt,
     region_weight,
     update_arm_weights,
 )
+from toolkit.sim.user import simulated_user
+from toolkit.situations import Situation, kept_fault_plan, mix_tiers, situation_grid, write_prompts
+from toolkit.situations.model_writer import ModelWriter
+from toolkit.world import World
 
 __all__ = ["simulate", "RolloutJob"]
 
@@ -329,8 +334,6 @@ class _Engine:
 
     # ----------------------------------------------------------------- run
     def run(self) -> SimulationData:
-        from toolkit.situations import situation_grid
-
         k = self.cfg.knobs
         self.started = time.perf_counter()
         self.deadline = self.started + self.cfg.time_budget if self.cfg.time_budget else None
@@ -456,8 +459,6 @@ class _Engine:
     def _read_checkpoint(self) -> tuple[dict, set]:
         if self.cfg.checkpoint is None or not self.cfg.checkpoint.exists():
             return {}, set()
-        from toolkit.rows import read_rows
-
         stored = {}
         for row in read_rows(self.cfg.checkpoint, strict=False):
             if row.get("ended_by") == "lost":
@@ -467,8 +468,6 @@ class _Engine:
         return stored, set()
 
     def _open_writers(self) -> list:
-        from toolkit.rows import RowWriter
-
         # fsync="interval": each row reaches the kernel before it counts as landed (a killed
         # process loses no landed row), the disk flush runs once a second. A per-row fsync cost
         # 4 ms per row on this machine (1,000-row profile: 3.9 s of 13.5 s), more than the row.
@@ -829,8 +828,6 @@ class _Engine:
             chosen.sort(key=lambda s: (least.index(s.dimensions["tool"]), stable_uniform(self.writer_seed, "bt", salt, s.id)))
             return self._write_and_pick([(s, f"least-called tool {s.dimensions['tool']} ({self.tool_calls[s.dimensions['tool']]} calls)") for s in chosen[: count * k.select_oversample]], count, "")
         # structured: the grid ranked by region weight (weighted reservoir keys u^(1/W)), tier-mixed
-        from toolkit.situations import mix_tiers
-
         ranked = []
         for s in self.grid:
             if self.cfg.unique and (self.cells[s.id] > 0 or s.id in self.situations_opened_set):
@@ -853,8 +850,6 @@ class _Engine:
         return self.cells[situation.id] < cap
 
     def _write(self, situation) -> list[tuple[str, str | None, dict]]:
-        from toolkit.situations import write_prompts
-
         variant_seed = self.writer_seed + self.cells[situation.id] * 7919  # a new variant set per revisit
         count = self.cfg.n + self.cfg.knobs.writer_typical_completions - 1  # the engine keeps the n most novel
         if isinstance(self.cfg.writer, ModelWriter):
@@ -983,8 +978,6 @@ class _Engine:
 
     def _replay_groups(self):
         """tasks= -> a fixed queue of groups; traces= failing asks -> seed groups (then search)."""
-        from toolkit.situations import Situation
-
         if self.cfg.tasks is None and not getattr(self, "failing_seeds", None):
             return None
         if self.cfg.tasks is None:
@@ -1083,8 +1076,6 @@ class _Engine:
             return None
         if self.cfg.user_model is None and self.cfg.knobs.user_temperature is None:
             return None  # run_rollout builds the template user from the situation
-        from toolkit.sim.user import simulated_user
-
         return simulated_user(situation, patience=self.cfg.patience, avg_turns=self.cfg.avg_turns, user_model=self.cfg.user_model,
                               temperature=self.cfg.knobs.user_temperature, seed=self.cfg.seed)  # fmt: skip
 
@@ -1231,8 +1222,6 @@ class _Engine:
             self._close_batch()
 
     def _close_batch(self) -> None:
-        from toolkit.sim.search import arm_yields
-
         yields = arm_yields(self.batch)
         fresh = sum(int(b["new_signature"]) + int(b["new_cell"]) for b in self.batch) / len(self.batch)
         self.flat_batches = self.flat_batches + 1 if fresh < self.cfg.knobs.saturation_fresh_share else 0
@@ -1344,8 +1333,6 @@ class _Engine:
             self.warnings.append(f"{len(leftover)} rows from checkpoint= were not replanned by this run (a streaming run plans differently); they are kept as they were.")
 
     def _run_llm_grade(self) -> None:
-        from toolkit.grading import grade as judge_grade
-
         report = judge_grade(list(self.rows.trajectories()), self.cfg.llm_grade)
         for index, graded in enumerate(report.rows):
             row, public = self.rows.trajectory(index), self.rows.row(index)
@@ -1363,7 +1350,6 @@ class _Engine:
         report = self._report()
         warnings = self.warnings
         if (self.cfg.output is not None or self.cfg.checkpoint is not None) and self.rows:
-            from toolkit._version import __version__
             from datetime import datetime, timezone
 
             target = self.cfg.output or self.cfg.checkpoint
@@ -1591,8 +1577,6 @@ class _InlineExecutor(cf.Executor):
 
 
 def _scrub(row: dict) -> dict:
-    from toolkit.rows import scrub
-
     return scrub(row)
 
 

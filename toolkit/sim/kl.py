@@ -2,15 +2,17 @@
 """
 
 from __future__ import annotations
+
 import copy
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from toolkit.errors import ConfigError
+
 from toolkit._util.results import Result
 from toolkit.agents import SeededAgent
 from toolkit.agents.seeded import _read_context
+from toolkit.errors import ConfigError
 from toolkit.sim.rollout import LostRollout, run_rollout
 
 __all__ = ["ExactKL", "exact_kl"]

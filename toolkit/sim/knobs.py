@@ -8,7 +8,7 @@ its "Advanced" section from :meth:`RunKnobs.describe` and checks input with
 :meth:`RunKnobs.validate`.
 
 The names and defaults are those of the reference engine's two ``advanced`` tables
-("Experiment knobs" and "Engine internals", reference engine.md §2.6). Where we differ:
+("Experiment knobs" and "Engine internals", docs/design/engine.md §2.6). Where we differ:
 
 * Some reference knobs steer a hosted model writer (wave token budgets, the warm-up ping, the
   scene-brief thread). Our writer is the offline template writer, which has no waves of model
@@ -33,8 +33,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from toolkit.errors import ConfigError, KnobError, unknown_name_message
 from toolkit._util.results import Result, json_safe
+from toolkit.errors import ConfigError, KnobError, unknown_name_message
+from toolkit.sim.user import resolve_patience
+from toolkit.world import WorldOptions
 
 __all__ = ["KnobSpec", "RunKnobs", "KNOB_KINDS", "KNOB_TABLES", "knob_table_markdown"]
 
@@ -114,11 +116,11 @@ _SPECS: tuple[KnobSpec, ...] = (
        "Midpoint of a 0..1 reward: binary judges map exactly, fractional ones split at the middle (convention)."),
     _k("mutate_graded_failures", None, "bool", None, None, "experiment",
        "Graded failures become mutation parents. None = on exactly when grader= is given; True without grader= is an error.",
-       "Reference: on with a grader, so the search aims at what the grader catches (engine.md §9.13).",
+       "Reference: on with a grader, so the search aims at what the grader catches (docs/design/engine.md §9.13).",
        nullable=True, seed_default="on with `grader=`"),
     _k("smoothing_alpha", 1.0, "float", 0.01, 100.0, "experiment",
        "Laplace smoothing (s + a) / (n + 2a) on the group hazard and the mixed rate of rl's successive allocation.",
-       "alpha = 1 is Laplace's rule of succession: with no history the hazard of a unanimous pair is 1/4 (engine.md §2.2)."),
+       "alpha = 1 is Laplace's rule of succession: with no history the hazard of a unanimous pair is 1/4 (docs/design/engine.md §2.2)."),
     _k("allocation_gain", 4.0, "float", 0.0, 100.0, "experiment",
        "How hard a hot trace region pulls cell weight: a full match at budget share s multiplies the weight by 1 + gain x s.",
        "Reference default (convention, untested)."),
@@ -306,7 +308,7 @@ _SPECS: tuple[KnobSpec, ...] = (
        "Reference default: failures are where an agent's behaviour is least known.", source="toolkit"),
     _k("arm_weights", None, "table", None, None, "engine",
        "Pin the five arms' split ({arm: weight}); turns the yield update off. None = start from 0.42/0.42/0.10/0.03/0.03 and update.",
-       "Reference starting split (engine.md §3.4).", nullable=True, source="toolkit"),
+       "Reference starting split (docs/design/engine.md §3.4).", nullable=True, source="toolkit"),
 )
 # fmt: on
 
@@ -369,8 +371,6 @@ def _validate(spec: KnobSpec, value: Any) -> Any:
             return (low, high)
         raise KnobError(f"advanced[{name!r}] must be a number or a (lo, hi) pair; got {value!r} (default {spec.default!r})")
     if name == "patience":
-        from toolkit.sim.user import resolve_patience
-
         try:
             resolve_patience(value)
         except ConfigError as error:
@@ -385,8 +385,6 @@ def _validate(spec: KnobSpec, value: Any) -> Any:
             raise KnobError(f"advanced[{name!r}]: " + unknown_name_message("value", str(value), spec.choices or ()))
         return value
     if name == "world":
-        from toolkit.world import WorldOptions
-
         if isinstance(value, WorldOptions):
             return value
         if not isinstance(value, Mapping):

@@ -8,7 +8,7 @@ from typing import Any
 from toolkit._util.hashing import stable_uniform
 from toolkit.situations import AXES, Situation
 
-# Open-ended probes: the reference's 11 families (engine.md §3.4), three wordings each, in our
+# Open-ended probes: the reference's 11 families (docs/design/engine.md §3.4), three wordings each, in our
 # own words. Each family maps to the stance a person asking it takes.
 OPEN_ENDED = {
     "out_of_domain_fact": ("ordinary", ("What is the capital of {city}, by the way?", "Quick one: how tall is the tallest building in {city}?", "Do you know when {city} was founded?")),

@@ -36,6 +36,10 @@ import numpy as np
 from toolkit._util.hashing import stable_uniform
 from toolkit._util.keys import binary_reward, task_key
 from toolkit._util.results import Result
+from toolkit.agents import model_agent, parse_model_spec
+from toolkit.logprobs import reference_logprobs
+from toolkit.rows._read import as_row_list
+from toolkit.stats.passk import pass_at
 
 __all__ = ["ProgressPoint", "RunProgress", "ProgressTracker", "run_progress"]
 
@@ -152,8 +156,6 @@ def _is_model_spec(reference: str) -> bool:
     misspelled spec, refused with the parser's did-you-mean message instead of being read
     as a field no row carries (which would silently draw no KL).
     """
-    from toolkit.agents import parse_model_spec
-
     if ":" not in reference:
         return False
     parse_model_spec(reference)  # raises ConfigError naming the nearest prefix
@@ -169,9 +171,6 @@ def _model_scorer(spec: str) -> Callable[[list[dict]], list[float | None]]:
     backend: list = []
 
     def score_with_model(rows: list[dict]) -> list[float | None]:
-        from toolkit.agents import model_agent
-        from toolkit.logprobs import reference_logprobs
-
         if not backend:
             backend.append(model_agent(spec))
         scored = reference_logprobs(rows, backend[0])
@@ -368,8 +367,6 @@ class ProgressTracker:
             if self._n_rows:
                 notes.append("no graded rows: pass a grader= to see pass@1")
             return empty
-        from toolkit.stats.passk import pass_at
-
         k = self.k if self.k and self.k >= LIVE_MIN_K else None
         result = pass_at(self._graded, k=k, min_k=LIVE_MIN_K, level=self.level,
                          n_resamples=resamples, seed=self.seed)
@@ -435,8 +432,6 @@ def run_progress(rows: Any, *, k: int | None = None, reference: Any = None, chec
     result is what the dashboard showed during the run, recomputed after the fact; the last
     point covers every row. ``reference`` is as in :class:`ProgressTracker`.
     """
-    from toolkit.rows._read import as_row_list
-
     source = as_row_list(rows)
     if isinstance(checkpoints, bool) or not isinstance(checkpoints, int) or checkpoints < 1:
         raise ValueError(f"checkpoints must be an integer >= 1; got {checkpoints!r}")

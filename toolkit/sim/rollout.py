@@ -3,12 +3,12 @@
 ``tk.run_rollout(agent, prompt, tools=..., situation=...)`` drives a chat-shaped agent turn by
 turn: tool calls go to the world (a human tool, ``kind: "human"``, goes to the person), text
 turns go to the simulated person, who answers questions, follows up or walks away (see
-:mod:`toolkit.sim.user`). A message-shaped agent is called once with the prompt (reference §4.4:
+:mod:`toolkit.sim.user`). A message-shaped agent is called once with the prompt (docs/design/engine.md §4.4:
 callables are single-turn). The row carries the steps, the messages rebuilt from them, the
 world's fault ledger, how the conversation ended, usage, timing, the planted-mistake truth
 list, log-probabilities when asked, and the policy's identity.
 
-Lost rollouts (reference §2.4, pain list §9 item 3). A reply that cannot be graded is never
+Lost rollouts (docs/design/engine.md §2.4, docs/design/engine.md §9 item 3). A reply that cannot be graded is never
 silently dropped and never crashes the caller: a non-dict reply (``bad_reply``), tool arguments
 that are not a JSON object (``bad_tool_arguments``), neither text nor tool calls
 (``empty_reply``), raw tool-call markup in the visible text (``tool_markup``), an agent that
@@ -49,16 +49,14 @@ from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import Any
 
-from toolkit.errors import ConfigError, ToolkitError
 from toolkit._util.hashing import sha256_hex
 from toolkit.agents import SeededAgent, agent_shape, resolve_agent
 from toolkit.agents._protocol import BadReply, TurnContext, _turn_context, has_tool_markup, normalize_reply
+from toolkit.errors import ConfigError, LostRollout, ToolkitError
 from toolkit.rows import messages_from_steps, validate_row
-from toolkit.world import World, rollout_context
-from toolkit.situations import world_for
-from toolkit.world import normalize_tools
 from toolkit.sim.user import SimulatedUser
-from toolkit.errors import LostRollout
+from toolkit.situations import world_for
+from toolkit.world import World, normalize_tools, rollout_context
 
 __all__ = ["run_rollout", "LostRollout", "LOST_REASONS", "ENDED_BY"]
 
@@ -74,7 +72,7 @@ _FINISH_REASONS = {
 }  # fmt: skip
 
 
-#: Seconds per agent completion when neither the call nor the agent says (reference §10 item 30).
+#: Seconds per agent completion when neither the call nor the agent says (docs/design/engine.md §10 item 30).
 DEFAULT_TIMEOUT = 300.0
 _GRACE_SECONDS = 5.0
 
@@ -429,7 +427,7 @@ class _Run:
         """A message-shaped agent's step as a row step, or (None, why it cannot be one).
 
         Tool arguments given as a JSON string that decodes to an object (the double-encoding
-        of reference §9.12) are decoded, and the step says so (``arguments_decoded: True``)."""
+        of docs/design/engine.md §9.12) are decoded, and the step says so (``arguments_decoded: True``)."""
         if not isinstance(step, Mapping):
             return None, f"expected a step (dict), got {type(step).__name__}"
         mapped = dict(step)

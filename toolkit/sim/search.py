@@ -1,6 +1,6 @@
 """The search that decides what the engine runs next: arms, yields, novelty, signatures, allocation.
 
-Reference: engine.md §3.4 (arms and the update rule), §3.2 (region weights), §2.2 (rl's
+Reference: docs/design/engine.md §3.4 (arms and the update rule), docs/design/engine.md §3.2 (region weights), docs/design/engine.md §2.2 (rl's
 successive allocation). Each piece is a small pure function or class so that tests can check
 it against closed forms, and so that :func:`toolkit.simulate` stays a scheduler.
 
@@ -18,10 +18,10 @@ box floors <= w <= caps with total 1 (floors 0.15 / 0.15 / 0.05 / 0.01 / 0.01, c
 1 / 1 / 0.10 / 0.08 / 0.08).
 
 Where we differ: the reference renormalises as ``floor + 0.63 raw / sum(raw)``, which moves
-the split even when every arm yields nothing (0.42 -> 0.4207, §10 item 26). Here equal yields
+the split even when every arm yields nothing (0.42 -> 0.4207, docs/design/engine.md §10 item 26). Here equal yields
 (zero included) leave the split exactly where it is -- they carry no information about which
 arm is better -- and a feasible split is its own projection, so zero yield is a fixed point
-(§11). Every update returns why the weights moved.
+(docs/design/engine.md §11). Every update returns why the weights moved.
 
 Behaviour signature: the tool-call sequence with each call's result status, consecutive
 repeats collapsed, plus how the conversation ended -- e.g.
@@ -37,7 +37,7 @@ Successive allocation (rl): a group gets ``probe`` rollouts; two distinct labels
 A group unanimous after n rollouts gets one more only if ``hazard(n) > mixed_rate / probe``,
 ``hazard(n) = (splits_n + a/(n+2)) / (continuations_n + a)`` and ``mixed_rate = (mixed + a) /
 (probed + 2a)`` (Laplace, a = ``smoothing_alpha``). With no history hazard(2) = 1/4 and
-0.5 / 2 = 1/4, so a unanimous pair stops (§10 item 28).
+0.5 / 2 = 1/4, so a unanimous pair stops (docs/design/engine.md §10 item 28).
 """
 
 from __future__ import annotations
@@ -52,9 +52,9 @@ from typing import Any
 
 import numpy as np
 
-from toolkit.errors import ConfigError, unknown_name_message
 from toolkit._util.hashing import stable_uniform
 from toolkit._util.results import Result
+from toolkit.errors import ConfigError, unknown_name_message
 
 __all__ = [
     "NoveltyIndex",
@@ -77,7 +77,7 @@ __all__ = [
 ]
 
 ARMS = ("structured", "llm_guided", "open_ended", "behavior_targeted", "failure_mutation")
-#: Reference starting split (engine.md §3.4).
+#: Reference starting split (docs/design/engine.md §3.4).
 START_ARM_WEIGHTS = {"structured": 0.42, "llm_guided": 0.42, "open_ended": 0.10, "behavior_targeted": 0.03, "failure_mutation": 0.03}
 #: Reference floors: no arm is ever starved to zero, so a later yield can still be seen.
 ARM_FLOORS = {"structured": 0.15, "llm_guided": 0.15, "open_ended": 0.05, "behavior_targeted": 0.01, "failure_mutation": 0.01}
@@ -404,7 +404,7 @@ def failure_aim(row: Mapping[str, Any], *, pass_threshold: float = 0.5, graded: 
 
 
 # ---------------------------------------------------------------------------------------
-# Region weights (reference §3.2)
+# Region weights (docs/design/engine.md §3.2)
 # ---------------------------------------------------------------------------------------
 
 
@@ -416,7 +416,7 @@ def region_weight(
     coefficients: Sequence[float] = (0.35, 0.35, 0.20, 0.10),
 ) -> float:
     """``W = a U + b R + g N + d B`` with ``U = 1 / (1 + count)^2`` (quadratic under-coverage),
-    ``R`` risk, ``N`` region novelty and ``B`` behaviour gap (reference §3.2)."""
+    ``R`` risk, ``N`` region novelty and ``B`` behaviour gap (docs/design/engine.md §3.2)."""
     a, b, g, d = coefficients
     return math.fsum((a / (1.0 + count) ** 2, b * risk, g * region_novelty, d * gap))
 
@@ -428,7 +428,7 @@ def region_weight(
 
 @dataclass
 class SuccessiveAllocator:
-    """Where rl's rollouts go: probe each group, fill the ones that split (reference §2.2).
+    """Where rl's rollouts go: probe each group, fill the ones that split (docs/design/engine.md §2.2).
 
     ``observe(group, label)`` records one finished rollout's label (a binary reward when
     graded, else a behaviour signature); ``decide(group) -> "probe" | "fill" | "continue" |

@@ -1,13 +1,13 @@
 """The simulated person: speaks in the situation's stance, answers questions, may walk away.
 
-Reference: engine.md §4.4. What carries over, with its numbers:
+Reference: docs/design/engine.md §4.4. What carries over, with its numbers:
 
 * **Patience** is a walk-away hazard per agent question, counting the questions already asked
   on the thread: the first question is always attempted; the second is walked away from with
   probability ``second`` and every later one with ``later``. Levels: ``normal`` (0.35, 0.60),
   ``short`` (0.60, 0.90), ``endless`` (0, 0); or a table ``{"second": p, "later": q}`` /
   ``(p, q)``. So P(answer the 2nd question) = 0.65 and P(answer the first three) = 0.26 under
-  ``normal`` (0.40 and 0.04 under ``short``; reference §10 item 29). These hazards are
+  ``normal`` (0.40 and 0.04 under ``short``; docs/design/engine.md §10 item 29). These hazards are
   conventions, not measurements: fit your own from traces and pass them as a table.
 * A question is an agent text turn containing "?" (the reference's rule), or a call to a
   human tool (``kind: "human"``), which the person answers instead of the world.
@@ -59,11 +59,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolkit.errors import ConfigError, unknown_name_message
 from toolkit._util.hashing import stable_uniform
-from toolkit.world._ids import TODAY, WEEKDAYS, dates_in, draw_id, fits_shape, parameter_shapes, places_in, spoken
 from toolkit._util.results import Result
+from toolkit.agents import resolve_agent
 from toolkit.agents._protocol import TOOL_CALL_SYNTAX, complete_text
+from toolkit.errors import ConfigError, unknown_name_message
+from toolkit.world import normalize_tools
+from toolkit.world._ids import TODAY, WEEKDAYS, dates_in, draw_id, fits_shape, parameter_shapes, places_in, spoken
 
 __all__ = [
     "PATIENCE_LEVELS",
@@ -74,7 +76,7 @@ __all__ = [
     "simulated_user",
 ]
 
-#: Walk-away chance at the (second, third-and-later) question, per patience level (§4.4).
+#: Walk-away chance at the (second, third-and-later) question, per patience level (docs/design/engine.md §4.4).
 PATIENCE_LEVELS: dict[str, tuple[float, float]] = {
     "normal": (0.35, 0.60),
     "short": (0.60, 0.90),
@@ -84,7 +86,7 @@ USER_TURN_TEMPERATURE = 0.475  # reference default for follow-up lines
 HUMAN_TOOL_TEMPERATURE = 0.9  # reference default for human-tool answers
 _TRANSCRIPT_CHARS = 2400  # the newest part of the thread a model user sees (reference)
 _MAX_LINE_CHARS = 2000  # longer user lines are refused (reference acceptance gate)
-_LEAVES = "[leaves]"  # what a model user answers to walk away (reference §4.4)
+_LEAVES = "[leaves]"  # what a model user answers to walk away (docs/design/engine.md §4.4)
 
 
 def resolve_patience(patience: Any) -> tuple[float, float]:
@@ -144,7 +146,7 @@ class UserReply(Result):
         return f"{self.action}: {self.text!r}" if self.text else f"{self.action} ({self.reason})"
 
 
-# Stances of the situation axis (reference §4.4 names these; others fall back to "default").
+# Stances of the situation axis (docs/design/engine.md §4.4 names these; others fall back to "default").
 # The grid's "ordinary" and "boundary" people speak plainly; "conflicting" contradicts itself.
 _STANCE_ALIASES = {"ordinary": "default", "boundary": "default", "conflicting": "contradicts_earlier", "unspecified": "default"}
 _ANSWERS = {
@@ -328,8 +330,6 @@ class SimulatedUser:
         self.fallbacks = 0
         self._model = None
         if user_model is not None:
-            from toolkit.agents import resolve_agent
-
             self._model = resolve_agent(user_model)
             self.name = user_model if isinstance(user_model, str) else getattr(self._model, "model", getattr(user_model, "__qualname__", "callable"))
         else:
@@ -349,8 +349,6 @@ class SimulatedUser:
     def new_state(self, *, tools: Any = None, reference_ids: Sequence[str] = ()) -> UserState:
         """A fresh conversation: ``tools`` (the agent's, any shape) let invented ids and
         dates take the documented form; ``reference_ids`` are ids the person knows."""
-        from toolkit.world import normalize_tools
-
         known = tuple(str(v) for v in (*self.reference_ids, *(reference_ids or ())) if v)
         return UserState(tools=tuple(normalize_tools(tools)) if tools is not None else (), reference_ids=known)
 

@@ -1,6 +1,6 @@
 """Situations: the axes an agent definition varies on, difficulty tiers, and the grid.
 
-An agent is its tools plus its system prompt. From them come six axes (reference engine.md
+An agent is its tools plus its system prompt. From them come six axes (docs/design/engine.md
 §3.1): ``tool`` (each tool, ``unrelated``, ``multi_tool``), ``rule`` (the policy clauses of
 the prompt), ``stance`` (10 ways a person can come at the agent), ``world_state`` (6, when a
 tool takes a reference), ``tool_condition`` (success and every fault mode, built-in and
@@ -19,7 +19,7 @@ built by :mod:`toolkit.situations.covering` (no second algorithm here), in layer
 So editing one clause removes that clause's rows and adds the new clause's rows, and every
 other situation keeps its id -- results measured on them stay comparable across the edit.
 
-``tk.situations.mix_tiers(situations, n, hard_share)`` draws a difficulty mix (reference §3.2 and §10
+``tk.situations.mix_tiers(situations, n, hard_share)`` draws a difficulty mix (docs/design/engine.md §3.2 and docs/design/engine.md §10
 item 27): first an ordinary item, then one hard item (adversarial, else boundary, else
 ambiguous); from 8 picks on, one of every tier; then hard items to ``round(n * hard_share)``,
 round-robin across the hard tiers; the rest ordinary.
@@ -29,11 +29,11 @@ Where we differ from the reference design, and why:
 * The base block is the covering module's array (IPOG-F plus repair, with constraints and
   any strength) instead of the reference's AETG-like greedy, and rule blocks are
   strength-(t-1) arrays instead of a 1-wise "diagonal walk", so strength 3 also layers.
-* Coverage excludes constant axes and the placeholder rule "unspecified" (reference §11:
+* Coverage excludes constant axes and the placeholder rule "unspecified" (docs/design/engine.md §11:
   the constant pairs inflated "pairs planned").
 * No "success flip": the reference turns ~90% of fault cells into success cells and then
   thins the remaining faults again with ``fault_rate``, so ``fault_rate=0.5`` gave 29% faulted
-  rows (engine.md §9 item 10). Here every fault cell keeps its condition and ``fault_rate``
+  rows (docs/design/engine.md §9 item 10). Here every fault cell keeps its condition and ``fault_rate``
   alone decides, per prompt, whether it fires (:func:`toolkit.fault_plan_for`).
 * ``multi_tool`` is on the tool axis only when the agent has two or more tools (with one
   tool there is no second tool to combine), and human tools (answered by the person) are
@@ -44,39 +44,39 @@ Where we differ from the reference design, and why:
   so 10 x 0.25 gives 3 hard items, not 2.
 """
 
-from toolkit.situations.covering import (
-    CoveringArray,
-    CoverageReport,
-    ArrayExtension,
-    CoverageCurve,
-    covering_array,
-    coverage,
-    coverage_curve,
-    random_design_curve,
-    extend_array,
-)
+from toolkit.situations._worlds import fault_plan_for, kept_fault_plan, world_for
 from toolkit.situations.axes import (
     AXES,
-    STANCES,
-    HISTORIES,
-    TIERS,
     HARD_TIERS,
+    HISTORIES,
     RULE_CAP,
+    STANCES,
+    TIERS,
     SituationAxes,
-    split_policy,
     situation_axes,
+    split_policy,
     tier_of,
+)
+from toolkit.situations.covering import (
+    ArrayExtension,
+    CoverageCurve,
+    CoverageReport,
+    CoveringArray,
+    coverage,
+    coverage_curve,
+    covering_array,
+    extend_array,
+    random_design_curve,
 )
 from toolkit.situations.grid import Situation, SituationGrid, situation_grid
 from toolkit.situations.tiers import TierMix, mix_tiers
-from toolkit.situations._worlds import fault_plan_for, kept_fault_plan, world_for
 from toolkit.situations.writer import (
-    Prompt,
-    write_prompts,
-    reference_shapes,
     PERSONA_LENGTHS,
     PERSONA_MOODS,
     PERSONA_TEXTURES,
+    Prompt,
+    reference_shapes,
+    write_prompts,
 )
 
 __all__ = [

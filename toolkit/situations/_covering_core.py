@@ -20,7 +20,7 @@ Pieces, in the order :func:`toolkit.situations.covering.covering_array` uses the
 * :func:`order_rows_by_gain`: the final greedy row order (best prefixes).
 
 Hand-written rather than a library: the Python peers are 1.1-1.5x larger than the best-known
-sizes and allpairspy takes ~4 s on 10^30 (reference peers.md A.1); this engine gives 209 rows
+sizes and allpairspy takes ~4 s on 10^30 (docs/design/peers.md A.1); this engine gives 209 rows
 in ~0.15 s there.
 """
 

@@ -2,12 +2,14 @@
 """
 
 from __future__ import annotations
+
 from collections.abc import Callable, Mapping
 from typing import Any
-from toolkit.errors import ConfigError
+
 from toolkit._util.hashing import stable_uniform
+from toolkit.errors import ConfigError
 from toolkit.situations.grid import Situation
-from toolkit.world._world import World, WorldOptions, _CONDITION_ALIASES
+from toolkit.world._world import _CONDITION_ALIASES, World, WorldOptions
 
 __all__ = ["fault_plan_for", "kept_fault_plan", "world_for"]
 

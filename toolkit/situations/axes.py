@@ -2,15 +2,15 @@
 """
 
 from __future__ import annotations
+
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from toolkit.errors import ConfigError, unknown_name_message
+
 from toolkit._util.results import Result
-from toolkit.world import WORLD_STATES, WorldOptions
-from toolkit.world import FAULT_MODES
-from toolkit.world import normalize_tools
+from toolkit.errors import ConfigError, unknown_name_message
+from toolkit.world import FAULT_MODES, WORLD_STATES, WorldOptions, normalize_tools
 
 __all__ = ["AXES", "STANCES", "HISTORIES", "TIERS", "HARD_TIERS", "RULE_CAP", "SituationAxes", "split_policy", "situation_axes", "tier_of"]
 
@@ -24,7 +24,7 @@ HISTORIES = ("fresh", "prior_failure", "prior_partial_action", "contradicts_earl
 TIERS = ("ordinary", "ambiguous", "boundary", "adversarial")
 #: The hard tiers, in the order the mixer serves them (hardest first).
 HARD_TIERS = ("adversarial", "boundary", "ambiguous")
-#: Policy clauses kept on the rule axis (reference §3.1 and §9 item 11: 16). Each clause adds
+#: Policy clauses kept on the rule axis (docs/design/engine.md §3.1 and docs/design/engine.md §9 item 11: 16). Each clause adds
 #: a block of about max-axis-size rows, so 16 clauses already add ~160 situations.
 RULE_CAP = 16
 
@@ -73,7 +73,7 @@ def split_policy(system_prompt: str | None) -> list[str]:
     "...; they can only be cancelled" stays whole) and sentences (when every sentence is at
     least 8 characters); drops role paragraphs ("You are ..." and the sentences after it in
     the same paragraph), fragments under 8 characters, and cuts clauses over 120
-    characters at a word boundary (reference engine.md §3.1).
+    characters at a word boundary (docs/design/engine.md §3.1).
     """
     if not system_prompt or not str(system_prompt).strip():
         return []
@@ -174,7 +174,7 @@ def situation_axes(
     fault_modes: Any = None,
     rule_cap: int = RULE_CAP,
 ) -> SituationAxes:
-    """The six axes of an agent (reference engine.md §3.1).
+    """The six axes of an agent (docs/design/engine.md §3.1).
 
     ``fault_modes``: extra modes (names, a ``{name: builder}`` dict, or a
     :class:`~toolkit.WorldOptions`); every one becomes a ``tool_condition`` value.

@@ -66,9 +66,10 @@ from typing import Any
 
 import numpy as np
 
-from toolkit.situations import _covering_core as _core
-from toolkit.errors import ConfigError, unknown_name_message
 from toolkit._util.results import Result
+from toolkit.errors import ConfigError, unknown_name_message
+from toolkit.rows._read import as_row_list
+from toolkit.situations import _covering_core as _core
 
 __all__ = [
     "CoveringArray",
@@ -709,8 +710,6 @@ def _rows_to_levels(rows: Any, factors: dict[str, tuple] | None) -> tuple[np.nda
         bad = (out >= levels[None, :]) | (out < 0)
         out[bad] = _core.DONT_CARE
         return out, factors, int(bad.sum())
-    from toolkit.rows._read import as_row_list
-
     dict_rows = as_row_list(rows, "rows")
     dict_rows = [
         row["scenario_dimensions"] if isinstance(row.get("scenario_dimensions"), Mapping) else row

@@ -2,16 +2,18 @@
 """
 
 from __future__ import annotations
+
 import warnings
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from toolkit.errors import ConfigError, unknown_name_message
+
 from toolkit._util.hashing import canonical_json, stable_hash
 from toolkit._util.results import Result, json_safe
+from toolkit.errors import ConfigError, unknown_name_message
+from toolkit.situations.axes import AXES, RULE_CAP, TIERS, situation_axes, tier_of
 from toolkit.situations.covering import coverage as _coverage
 from toolkit.situations.covering import covering_array as _covering_array
-from toolkit.situations.axes import AXES, RULE_CAP, TIERS, situation_axes, tier_of
 
 __all__ = ["Situation", "SituationGrid", "situation_grid"]
 
@@ -160,7 +162,7 @@ def _varying_factors(axes: Mapping[str, tuple]) -> dict[str, tuple]:
         if len(values) >= 2 or (axis == "rule" and values):
             factors[axis] = values
     # A single rule is not constant: the rule-free block holds "unspecified" beside it, so
-    # its pairs are real. Any other one-value axis says nothing and is excluded (§11 gap).
+    # its pairs are real. Any other one-value axis says nothing and is excluded (docs/design/engine.md §11 gap).
     return factors
 
 

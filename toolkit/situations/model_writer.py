@@ -13,7 +13,7 @@ often the model did not deliver rather than hiding it.
 Sampling: ``writer_temperature`` (a number, or a (lo, hi) band drawn from per card with the
 run's seed) and a reply budget of ``clamp(tokens_per_card x 1 + wave_tokens_base,
 wave_tokens_floor, wave_tokens_cap)`` tokens (the reference's wave budget for a one-card
-wave; engine.md §3).
+wave; docs/design/engine.md §2.6).
 
 Where we differ from the reference: the reference batches several cards per writer call and
 runs writers in background waves; this writer phrases one card per call, and the engine

@@ -2,13 +2,15 @@
 """
 
 from __future__ import annotations
+
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-from toolkit.errors import ConfigError
+
 from toolkit._util.hashing import stable_hash, stable_uniform
 from toolkit._util.results import Result, json_safe
+from toolkit.errors import ConfigError
 from toolkit.situations.axes import HARD_TIERS, TIERS, tier_of
 
 __all__ = ["TierMix", "mix_tiers"]
@@ -63,7 +65,7 @@ def _item_key(item: Any) -> str:
 def mix_tiers(items: Sequence[Any], n: int, hard_share: float, seed: int = 0) -> TierMix:
     """Pick ``n`` items with the difficulty mix ``hard_share`` asks for.
 
-    Rules (reference engine.md §3.2, checked against §10 item 27): the first pick is
+    Rules (docs/design/engine.md §3.2, checked against docs/design/engine.md §10 item 27): the first pick is
     ordinary; the second is hard (adversarial, else boundary, else ambiguous); with 8 or more
     picks every tier appears once; hard picks then number ``max(those minimums,
     floor(n * hard_share + 0.5))``, served round-robin across the hard tiers, and the rest

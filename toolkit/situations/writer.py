@@ -5,7 +5,7 @@ objects (``.text``, ``.persona``, ``.reference``, ``.situation_id``, ``.variant`
 ``str(prompt)`` is the text). Every choice is a sha256 draw over (seed, situation id,
 variant, slot), so the same call gives the same prompts in any process, thread or order.
 
-What a prompt is made of (reference engine.md §3.1 persona layer and §5):
+What a prompt is made of (docs/design/engine.md §3.1 persona layer and docs/design/engine.md §5):
 
 * an **ask** from the situation's tool: the tool's verb family (read, search, create,
   delete, update; :func:`toolkit.tool_verb`) and its object noun ("cancel my booking",
@@ -40,16 +40,15 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolkit.errors import ConfigError, ToolkitError
-from toolkit.world._ids import draw_id, id_shapes, parameter_shapes, spoken, uniform_stream
 from toolkit._util.results import Result
-from toolkit.world import tool_verb
+from toolkit.errors import ConfigError, ToolkitError
 from toolkit.situations.grid import Situation
-from toolkit.world import ToolSpec, normalize_tools
+from toolkit.world import ToolSpec, normalize_tools, tool_verb
+from toolkit.world._ids import draw_id, id_shapes, parameter_shapes, spoken, uniform_stream
 
 __all__ = ["Prompt", "write_prompts", "reference_shapes", "PERSONA_LENGTHS", "PERSONA_MOODS", "PERSONA_TEXTURES"]
 
-# Persona weights from the reference's writer (engine.md §3.1); they are conventions that
+# Persona weights from the reference's writer (docs/design/engine.md §3.1); they are conventions that
 # made template suites read like support queues, not measurements.
 PERSONA_LENGTHS = {"short": 0.12, "medium": 0.70, "long": 0.18}
 PERSONA_MOODS = {

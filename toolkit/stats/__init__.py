@@ -5,51 +5,51 @@ The names a notebook reader calls are also top-level (``tk.bootstrap_ci``); the 
 first; ``__all__`` is written out.
 """
 
-from toolkit.stats.resampling import (
-    bootstrap_ci,
-    BootstrapResult,
-    ConfidenceInterval,
-    sign_flip_test,
-    SignFlipResult,
+from toolkit.stats.agreement import JudgeAgreement, WilsonInterval, judge_agreement, wilson
+from toolkit.stats.compare import (
+    LOWER_IS_BETTER,
+    MIN_PAIRED_TASKS,
+    Comparison,
+    DeltaReport,
+    EvalVariance,
+    MetricDelta,
+    SliceDelta,
+    compare_runs,
+    delta_report,
+    eval_variance,
+    noise_band,
 )
 from toolkit.stats.passk import (
-    pass_at,
     PassAt,
     PassAtCurve,
+    pass_at,
     pass_at_k_estimate,
     pass_pow_k_estimate,
     run_config,
 )
-from toolkit.stats.agreement import wilson, WilsonInterval, judge_agreement, JudgeAgreement
-from toolkit.stats.summaries import (
-    metric_summary,
-    MetricSummary,
-    marker_summary,
-    MarkerSummary,
-    group_signal,
-    GroupSignal,
-)
-from toolkit.stats.power import holdout_size, HoldoutSize, detectable_effect, DetectableEffect
-from toolkit.stats.compare import (
-    compare_runs,
-    Comparison,
-    delta_report,
-    DeltaReport,
-    MetricDelta,
-    SliceDelta,
-    eval_variance,
-    EvalVariance,
-    noise_band,
-    LOWER_IS_BETTER,
-    MIN_PAIRED_TASKS,
+from toolkit.stats.power import DetectableEffect, HoldoutSize, detectable_effect, holdout_size
+from toolkit.stats.resampling import (
+    BootstrapResult,
+    ConfidenceInterval,
+    SignFlipResult,
+    bootstrap_ci,
+    sign_flip_test,
 )
 from toolkit.stats.studies import (
-    pass_at_k_bias_study,
+    IntervalCoverageStudy,
+    PairedPowerStudy,
     PassAtKBiasStudy,
     interval_coverage_study,
-    IntervalCoverageStudy,
     paired_power_study,
-    PairedPowerStudy,
+    pass_at_k_bias_study,
+)
+from toolkit.stats.summaries import (
+    GroupSignal,
+    MarkerSummary,
+    MetricSummary,
+    group_signal,
+    marker_summary,
+    metric_summary,
 )
 
 __all__ = [

@@ -2,13 +2,16 @@
 """
 
 from __future__ import annotations
+
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
+
 import numpy as np
-from toolkit.rows._read import as_row_list
-from toolkit.errors import ConfigError, unknown_name_message
+
 from toolkit._util.keys import binary_reward, numeric_reward
+from toolkit.errors import ConfigError, unknown_name_message
+from toolkit.rows._read import as_row_list
 from toolkit.stats.summaries import per_task_values
 
 __all__ = []

@@ -8,7 +8,7 @@ for s successes in n trials, p = s/n, z = Phi^-1(1 - (1-level)/2):
     [center - half, center + half], clipped to [0, 1].
 
 We use the exact normal quantile (scipy.special.ndtri; 1.959964 at 95%), as statsmodels'
-``proportion_confint(method="wilson")`` does, where the reference engine (engine.md §6.5)
+``proportion_confint(method="wilson")`` does, where the reference engine (docs/design/engine.md §6.5)
 fixed z = 1.96; its acceptance numbers agree with ours to 4 decimals (tested).
 
 Judge agreement compares a judge's 0/1 reward with a gold 0/1 label on the same rollouts:
@@ -34,19 +34,19 @@ from typing import Any
 
 from scipy.special import ndtri
 
-from toolkit.rows._read import as_row_list
-from toolkit.errors import ConfigError, did_you_mean
 from toolkit._util.keys import binary_reward
 from toolkit._util.results import Result
+from toolkit.errors import ConfigError, did_you_mean
+from toolkit.rows._read import as_row_list
 
 __all__ = ["wilson", "WilsonInterval", "judge_agreement", "JudgeAgreement"]
 
 # Under 50 labels the agreement interval is wider than +-0.1 at typical agreement, too
 # coarse to tell a good judge from a mediocre one; 50-200 labels is the target range
-# (engine.md §6.5).
+# (docs/design/engine.md §6.5).
 COARSE_LABELS = 50
 # A judge that passes one in ten rows the gold label fails inflates pass rates by about
-# a tenth of the failure rate: worth a warning (engine.md §6.5).
+# a tenth of the failure rate: worth a warning (docs/design/engine.md §6.5).
 LEAK_WARN_RATE = 0.10
 _TRUSTED_GOLD = ("human", "program")
 
@@ -196,7 +196,7 @@ def judge_agreement(
     level: float = 0.95,
     allow_model_gold: bool = False,
 ) -> JudgeAgreement:
-    """Agreement of a judge with gold labels (engine.md §6.5).
+    """Agreement of a judge with gold labels (docs/design/engine.md §6.5).
 
     Parameters
     ----------

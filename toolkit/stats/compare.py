@@ -41,7 +41,7 @@ tasks could not give an exact two-sample permutation p <= alpha (``2 / C(n_a + n
 3 vs 3 tasks -> 0.1): a bootstrap over 3 values per side can look tight and mean nothing.
 
 :func:`delta_report` runs :func:`compare_runs` on pass@1 and every marker both sides carry
-(engine.md §6.3), reads lower-is-better markers in their direction (``gain_verdict``),
+(docs/design/engine.md §6.3), reads lower-is-better markers in their direction (``gain_verdict``),
 applies ``must_not_regress`` and ``proxy`` guards, checks that the two sides are comparable,
 separates real moves from re-run noise with a per-metric noise band from
 ``lineage.eval_run``, slices by a key, and gives one headline word.
@@ -62,7 +62,7 @@ and p both clear) no larger than the band is ``within_eval_noise``. The task boo
 rollout noise task by task; the band adds what moves a whole re-run at once (a judge or
 endpoint drifting between runs), which the task bootstrap cannot see.
 
-Where we differ from the reference engine (engine.md §6.2-6.4, §9 items 8-9):
+Where we differ from the reference engine (docs/design/engine.md §6.2-6.4, docs/design/engine.md §9 items 8-9):
 
 * p is exact for n <= 20 (the engine drew 2000 Monte Carlo sign flips from Python's
   ``random``): 6 tasks all 0 -> 1 give p = 2/64 = 0.03125 exactly (engine: 0.0295).
@@ -90,7 +90,7 @@ Where we differ from the reference engine (engine.md §6.2-6.4, §9 items 8-9):
   asymmetry as for eval runs. (We kept the reference's ``df = sum(n - 1)``: the
   Welch-Satterthwaite df, tried first, under-covered; numbers below.)
 
-Training seeds (engine.md §6.3, #356: a single training seed flipped the sign of a delta).
+Training seeds (docs/design/engine.md §6.3, #356: a single training seed flipped the sign of a delta).
 When an arm was produced by training, a second training run with another seed gives another
 model, and the delta of one seed is the recipe's effect plus that seed's luck, which no
 amount of tasks or eval re-runs measures. Rows of a trained arm carry the seed in
@@ -128,14 +128,14 @@ import scipy.stats
 from scipy.stats import norm
 from scipy.stats import t as student_t
 
-from toolkit.rows._read import as_row_list
-from toolkit.errors import ConfigError, unknown_name_message
 from toolkit._util.keys import task_key
 from toolkit._util.results import Result
+from toolkit.errors import ConfigError, unknown_name_message
+from toolkit.rows._read import as_row_list
+from toolkit.stats._metrics import _marker_names, _per_task_values, _resolve_metric, _row_value
 from toolkit.stats.passk import run_config
 from toolkit.stats.power import holdout_size
 from toolkit.stats.resampling import MIN_UNITS_FOR_INTERVAL, bootstrap_ci, sign_flip_test
-from toolkit.stats._metrics import _marker_names, _per_task_values, _resolve_metric, _row_value
 
 __all__ = [
     "compare_runs",
@@ -154,17 +154,17 @@ __all__ = [
 # See the module docstring: 5 pairs is the first n whose exact p reads as evidence.
 MIN_PAIRED_TASKS = 5
 
-# Markers where a rise is bad news (engine.md §6.3); delta_report reads them downward.
+# Markers where a rise is bad news (docs/design/engine.md §6.3); delta_report reads them downward.
 LOWER_IS_BETTER = frozenset({"boilerplate", "self_reference", "hedging", "refusal", "sycophancy", "truncated"})
 
 # Fewer than half the tasks paired: the two runs measured mostly different situations, so
-# their difference is mostly a difference of task sets (engine.md §6.3, "situations").
+# their difference is mostly a difference of task sets (docs/design/engine.md §6.3, "situations").
 MIN_PAIRED_SHARE = 0.5
 # Answered-share gap test (#297: a reasoning base that ran out of tokens mid-thought vs an
 # adapter that answered): significant at 0.01 and larger than the re-run band, else 0.10.
 ANSWERED_GAP_ALPHA = 0.01
 ANSWERED_GAP_DEFAULT = 0.10
-# Warning thresholds (engine.md §6.3): a 5-point gap in length cuts changes what is graded;
+# Warning thresholds (docs/design/engine.md §6.3): a 5-point gap in length cuts changes what is graded;
 # under 95% graded rows, the ungraded ones can carry the difference.
 TRUNCATED_GAP = 0.05
 MIN_GRADED_SHARE = 0.95
@@ -173,9 +173,9 @@ FAMILY_WARNING_METRICS = 4
 # A before rate at or above 0.9 leaves under 0.1 of room to show a gain.
 CEILING_RATE = 0.9
 # Below 20 tasks with room to improve, and those under half the paired tasks, the target
-# measures mostly tasks that cannot move (engine.md §6.3).
+# measures mostly tasks that cannot move (docs/design/engine.md §6.3).
 CEILING_MIN_ROOM_TASKS = 20
-# Training seeds per trained arm below which a move is unresolved (engine.md §6.3): one seed
+# Training seeds per trained arm below which a move is unresolved (docs/design/engine.md §6.3): one seed
 # cannot separate the recipe from the seed, and 2 is the least that gives a variance.
 MIN_TRAIN_RUNS = 2
 # Eval re-runs below which eval_variance warns: 2 runs give one degree of freedom and

@@ -13,7 +13,7 @@ For one task with ``n`` graded rollouts of which ``c`` passed (exact 0/1 rewards
   Both are unbiased for the task's k-draw probabilities.
 * headroom = pass@k - pass@1: what a grouped RL update could still learn.
 
-Differences from the systems we studied (engine.md §6.1, peers.md B.2):
+Differences from the systems we studied (docs/design/engine.md §6.1, docs/design/peers.md B.2):
 
 * tau-bench divides every task by the *global* number of trials, so a task with a missing
   trial is scored against the wrong n; we count trials **per task**.
@@ -23,7 +23,7 @@ Differences from the systems we studied (engine.md §6.1, peers.md B.2):
   10,000 resamples by default where the engine used 2000); the k-way intervals resample
   the per-task estimates of the k-eligible tasks.
 * Degenerate grading is announced before any number: when every graded row has one
-  value the note starts "every row scored X (n of n); check the judge" (engine.md §9.1).
+  value the note starts "every row scored X (n of n); check the judge" (docs/design/engine.md §9.1).
 """
 
 from __future__ import annotations
@@ -37,10 +37,10 @@ from typing import Any
 
 import numpy as np
 
-from toolkit.rows._read import as_row_list
-from toolkit.errors import ConfigError
 from toolkit._util.keys import REWARD_FIELDS, binary_reward, task_key
 from toolkit._util.results import Result
+from toolkit.errors import ConfigError
+from toolkit.rows._read import as_row_list
 from toolkit.stats.resampling import MIN_UNITS_FOR_INTERVAL, _check_count, _check_level, _generator, bootstrap_ci
 
 __all__ = [
@@ -53,7 +53,7 @@ __all__ = [
 ]
 
 # Below 4 repeats a k-way number rests on so few draws per task that it mostly reports
-# noise (engine.md §6.1: "set repeats>=4"); the caller can lower it knowingly.
+# noise (docs/design/engine.md §6.1: "set repeats>=4"); the caller can lower it knowingly.
 DEFAULT_MIN_K = 4
 
 # judge_status values that mean "graded fine"; anything else on an ungraded row is a failure.
@@ -125,7 +125,7 @@ def _share(count: int, total: int) -> float | None:
 
 
 def run_config(rows: Any) -> dict[str, Any]:
-    """What a set of rows was run with, for comparability checks (engine.md §6.1).
+    """What a set of rows was run with, for comparability checks (docs/design/engine.md §6.1).
 
     Each of temperature, max_tokens, policy_version, model_version, judge_version,
     prompt_hash (``lineage.system_prompt_sha``), user_model, writer_model maps to the one
@@ -381,7 +381,7 @@ def pass_at(
     level, n_resamples, seed : of the bootstrap intervals (over tasks).
     unanimous_short : also count tasks with fewer than k rows whose rows all agree, with
         pass^k = pass@k = their common value (successive sampling stops a task early once
-        it is unanimous, engine.md §6.1); mixed short tasks stay out either way.
+        it is unanimous, docs/design/engine.md §6.1); mixed short tasks stay out either way.
 
     Returns
     -------
@@ -452,7 +452,7 @@ def pass_at(
         return build()
 
     # Degenerate grading first: a judge that scores everything alike looks like a clean
-    # result with a tight interval (engine.md §9.1, #594).
+    # result with a tight interval (docs/design/engine.md §9.1, #594).
     all_values = {value for task in tasks for value in groups[task]}
     if n_rows >= 2 and len(all_values) == 1:
         only = all_values.pop()

@@ -34,9 +34,9 @@ base 0.6 (the engine's default), set ``saturated=True`` and say so in the note.
 :func:`detectable_effect` inverts the formula: the smallest effect with the requested
 power at ``n`` tasks, the root of ``effect = z x sd(effect) / sqrt(n)``.
 
-Where we differ from the reference engine (engine.md §6.4): it iterates the fixed point 12
+Where we differ from the reference engine (docs/design/engine.md §6.4): it iterates the fixed point 12
 times; we solve it with Brent's method to 1e-12 (the 12-iteration value agrees to 3
-decimals on §10 item 18's cases). Quantiles are exact (``scipy.stats.norm.ppf``), and the
+decimals on docs/design/engine.md §10 item 18's cases). Quantiles are exact (``scipy.stats.norm.ppf``), and the
 acceptance numbers hold with them: sd 0.3419 -> 367 tasks (half-width 0.035, concentrated
 409); effect 0.10 -> 89 (concentrated 106); detectable at 20/50/100/140/367 tasks ->
 0.198/0.131/0.094/0.080/0.050.
@@ -52,13 +52,14 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.stats import norm
 
-from toolkit.errors import ConfigError
 from toolkit._util.results import Result
+from toolkit.errors import ConfigError
+from toolkit.stats._metrics import _per_task_rates
 
 __all__ = ["holdout_size", "HoldoutSize", "detectable_effect", "DetectableEffect"]
 
 # A base rate at or above 0.9 leaves at most 0.1 of room: the suite mostly measures its
-# ceiling (engine.md §6.4), so the model falls back to the default base below.
+# ceiling (docs/design/engine.md §6.4), so the model falls back to the default base below.
 SATURATED_BASE = 0.9
 # The engine's default base rate: a suite in the middle of its range, where a binary
 # rate has most of its variance (p(1-p) = 0.24 of the maximum 0.25).
@@ -192,8 +193,6 @@ def _spread(
         raise ConfigError("after= needs before= as well (the paired sd comes from both runs)")
     if before is not None:
         # Local import: compare imports this module for tasks_needed.
-        from toolkit.stats._metrics import _per_task_rates
-
         before_rates = _per_task_rates(before, "before")
         if before_rates:
             base = math.fsum(before_rates.values()) / len(before_rates)

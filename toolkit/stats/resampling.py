@@ -53,7 +53,7 @@ Sign-flip test (:func:`sign_flip_test`)
     measures. (scipy uses 100 eps x |observed|, which vanishes when the observed mean is
     near 0.)
 
-Where we differ from the reference engine (engine.md §6.1): its bootstrap used 2000
+Where we differ from the reference engine (docs/design/engine.md §6.1): its bootstrap used 2000
 resamples and read sorted indices ``int(0.025 B)`` and ``int(0.975 B) - 1``; we default to
 10,000 resamples and scipy's interpolated quantiles, and offer BCa.
 """
@@ -69,8 +69,8 @@ from typing import Any, NamedTuple
 import numpy as np
 from scipy.special import ndtr, ndtri
 
-from toolkit.errors import ConfigError, unknown_name_message
 from toolkit._util.results import Result
+from toolkit.errors import ConfigError, unknown_name_message
 
 __all__ = [
     "bootstrap_ci",
@@ -81,7 +81,7 @@ __all__ = [
 ]
 
 # A bootstrap chunk holds one int32 index and one float64 gathered value per cell
-# (12 bytes); 16 MiB per chunk runs as fast as one big B x n draw (peers.md B.1 measured
+# (12 bytes); 16 MiB per chunk runs as fast as one big B x n draw (docs/design/peers.md B.1 measured
 # 1,000-resample chunks at 1,000 tasks at the same speed) while a full 10k x 1k draw with
 # int64 indices peaks near 160 MB, too much for a notebook kernel next to other work.
 _CHUNK_BYTES = 16 * 2**20
@@ -91,7 +91,7 @@ _BOOTSTRAP_BYTES_PER_CELL = 4 + 8
 _SIGN_BYTES_PER_RESAMPLE = 16
 
 # Intervals need at least 3 units: with 2 the resampled means take only 3 values and the
-# "interval" is the data's range, which claims more than it knows (engine.md §6).
+# "interval" is the data's range, which claims more than it knows (docs/design/engine.md §6).
 MIN_UNITS_FOR_INTERVAL = 3
 
 # Exact enumeration by default up to 2^20 (about a million) patterns; meet in the middle

@@ -7,10 +7,10 @@
   a guard in the reference engine (#270) and an all-zero checker looked like a clean
   failure (#594).
 * :func:`marker_summary`: :func:`metric_summary` for every marker present in the rows.
-* :func:`group_signal` (engine.md §6.7): how many asks (tasks) are mixed, i.e. carry
+* :func:`group_signal` (docs/design/engine.md §6.7): how many asks (tasks) are mixed, i.e. carry
   within-group reward variance, the only part a grouped RL update (GRPO) learns from.
   Counts use every numeric reward: 1 counts as a pass, 0 as a fail, anything in between
-  (0.5) as neither (§10 item 35), while the pass@k numbers beside them use exact 0/1 only.
+  (0.5) as neither (docs/design/engine.md §10 item 35), while the pass@k numbers beside them use exact 0/1 only.
 """
 
 from __future__ import annotations
@@ -22,10 +22,10 @@ from typing import Any
 
 import numpy as np
 
-from toolkit.rows._read import as_row_list
-from toolkit.errors import ConfigError, unknown_name_message
 from toolkit._util.keys import binary_reward, numeric_reward, task_key
 from toolkit._util.results import Result
+from toolkit.errors import ConfigError, unknown_name_message
+from toolkit.rows._read import as_row_list
 from toolkit.stats.passk import pass_at
 from toolkit.stats.resampling import MIN_UNITS_FOR_INTERVAL, _check_count, _check_level, bootstrap_ci
 
@@ -254,7 +254,7 @@ def marker_summary(
 
 @dataclass(frozen=True)
 class GroupSignal(Result):
-    """How many asks carry learning signal for a grouped update (engine.md §6.7).
+    """How many asks carry learning signal for a grouped update (docs/design/engine.md §6.7).
 
     Groups are tasks. ``n_single``: size 1; ``n_mixed``: size >= 2 with differing rewards;
     ``n_all_zero`` / ``n_all_one``: unanimous; ``n_in_band``: mixed with
@@ -293,7 +293,7 @@ class GroupSignal(Result):
 
 
 def group_signal(rows: Any, lo: float = 0.2, hi: float = 0.8) -> GroupSignal:
-    """Count mixed, unanimous and in-band groups of rollouts per task (engine.md §6.7)."""
+    """Count mixed, unanimous and in-band groups of rollouts per task (docs/design/engine.md §6.7)."""
     rows = as_row_list(rows)
     for name, value in (("lo", lo), ("hi", hi)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:

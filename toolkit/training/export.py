@@ -1,6 +1,6 @@
 """Cut graded rows into training sets a trainer can use, and refuse the ones it cannot.
 
-Four cuts off the same graded rows (reference engine.md §7):
+Four cuts off the same graded rows (docs/design/engine.md §7):
 
 * **SFT** -- :func:`training_rows` turns rows into chat samples (system prompt and tool
   schemas included, tool calls in the OpenAI wire shape, a 0/1 ``loss_mask`` per message);
@@ -54,13 +54,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolkit.rows._read import as_row_list
-from toolkit.errors import ToolkitError, unknown_name_message
 from toolkit._util.hashing import canonical_json, stable_uniform
 from toolkit._util.keys import binary_reward, numeric_reward, task_key
 from toolkit._util.results import Result
+from toolkit.errors import ExportError, PublishGateError, ToolkitError, unknown_name_message
+from toolkit.grading import hack_scan
+from toolkit.logprobs import calibrate
+from toolkit.rows import messages_from_steps, scrub
+from toolkit.rows._read import as_row_list
 from toolkit.rows._results import RowsResult
-from toolkit.errors import ExportError, PublishGateError
 
 __all__ = [
     "ExportError",
@@ -85,7 +87,7 @@ __all__ = [
 
 # Fields that are the conversation itself; a training row rebuilds them as `messages`.
 _CONVERSATION_FIELDS = ("steps", "final_text", "messages", "prompt")
-# The teacher-only keys engine.md §8 strips at any depth.
+# The teacher-only keys docs/design/engine.md §8 strips at any depth.
 _PRIVILEGED_KEYS = ("privileged", "principle", "hidden_state", "reference", "rubric", "vector")
 # A whole privileged string of >= 12 characters (an id, a short answer) or a run of >= 8
 # consecutive words of a longer one counts as quoted (see _LeakCheck for why not 12 chars).
@@ -105,8 +107,6 @@ _MASK_MODES = ("assistant", "final")
 
 
 def _scrub(value: Any) -> Any:
-    from toolkit.rows import scrub
-
     return scrub(value)
 
 
@@ -279,8 +279,6 @@ def _unwrap_arguments(arguments: Any) -> tuple[dict[str, Any] | None, str | None
 
 
 def _row_messages(row: Mapping[str, Any], system_prompt: str | None) -> list[dict[str, Any]]:
-    from toolkit.rows import messages_from_steps
-
     # Build from the scrubbed row: a privileged block nested in a tool result would
     # otherwise be serialised into a tool message string where no key-based scrub sees it.
     row = _scrub(dict(row))
@@ -1154,8 +1152,6 @@ def select_for_rl(
     lo, hi = _check_band(band)
     _check_count("target", target)
     source = as_row_list(rows)
-    from toolkit.logprobs import calibrate
-
     stamped = calibrate(source).rows
     dropped_rows: Counter = Counter()
     by_task: dict[str, list[dict]] = defaultdict(list)
@@ -1262,8 +1258,6 @@ def select_for_rl(
         )
     scan_result = None
     if scan and selected_rows:
-        from toolkit.grading import hack_scan
-
         # the groups here are tasks (task_key), so the scan's asks are too: grouping by
         # prompt text would split a task whose rollouts open differently into singletons
         scan_result = hack_scan(selected_rows, endorsed=endorsed, group_by="task", seed=seed)
@@ -1410,8 +1404,6 @@ def publish_gate(
     row is stamped with ``calibration`` (the returned ``.rows``). Explore-shaped data
     passes with the stamp.
     """
-    from toolkit.logprobs import calibrate
-
     if mode is not None:
         _check_format("mode", mode, _RUN_MODES)
     lo, hi = _check_band(band)
@@ -1475,13 +1467,11 @@ def publish_gate(
 
         rho = float(_st.pearsonr(lengths, [binary_reward(r) for r in graded])[0])
         correlations["length_reward"] = rho
-        # 0.3 is the reference's "judge pays for length/fluency" threshold (§6.7).
+        # 0.3 is the reference's "judge pays for length/fluency" threshold (docs/design/engine.md §6.7).
         if abs(rho) >= 0.3:
             warnings.append(f"reply length correlates with reward (r = {rho:.2f}); check the judge for a length bias")
     scan_result = None
     if scan and graded and rl_shaped:
-        from toolkit.grading import hack_scan
-
         scan_result = hack_scan(graded, endorsed=endorsed, group_by="task", seed=seed)  # asks = the gate's task groups
         if scan_result.regime == "reward_hack":
             if strict_hacks:

@@ -34,13 +34,13 @@ floor, guards, verdict precedence, finding codes and next steps), ``report`` (Ve
 schema, Markdown, CI line, diff), ``cli``, ``examples`` (a documented example runner and
 scorer used by notebook 08).
 
-Design reference: the public ``whatifd`` 0.3.0 (studied in ``whatif.md``). Kept: the trust
+Design reference: the public ``whatifd`` 0.3.0 (studied in ``docs/design/whatif.md``). Kept: the trust
 floor (5 selected / 5 replayed / 5 scored per required cohort, replay validity >= 0.50,
 required cohorts present), the guard chain and thresholds, the verdict precedence, the
 finding codes and severities, the exit codes, the config schema and its cross-field rules,
 the forensic two-affirmation rule.
 
-The reference's shortfalls (whatif.md §11) and how this package fixes them:
+The reference's shortfalls (docs/design/whatif.md §11) and how this package fixes them:
 
 1. *Scorer output used as the delta.* Each trace is scored twice, original and replayed,
    by the same scorer and rubric, each call seeing one output only; the delta is

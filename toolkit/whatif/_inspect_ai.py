@@ -55,8 +55,8 @@ import inspect
 from collections.abc import Mapping
 from typing import Any
 
-from toolkit.errors import did_you_mean
 from toolkit._util.hashing import sha256_hex
+from toolkit.errors import did_you_mean
 from toolkit.whatif.sources import SetupError, resolve_reference
 
 __all__ = ["INSTALL_HINT", "build_inspect_scorer"]

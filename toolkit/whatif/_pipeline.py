@@ -10,6 +10,7 @@ from typing import Any
 
 from toolkit._util.hashing import sha256_hex
 from toolkit._version import __version__
+from toolkit.errors import unknown_name_message
 from toolkit.whatif.cache import CacheCorruption, CacheLockUnavailable, ScoreCache, resolve_cache_mode
 from toolkit.whatif.config import ForensicAffirmationError, WhatIfConfig, WhatIfConfigError, load_config
 from toolkit.whatif.decide import FLOOR, Policy, classify_delta, decide, make_finding, summarize_cohort
@@ -42,8 +43,6 @@ def resolve_profile(config: WhatIfConfig, requested: str | None) -> str:
             "with a forensic_acknowledgment block (accepted_by, accepted_at, reason)"
         )
     if requested not in ("default", "review", "minimal", "forensic"):
-        from toolkit.errors import unknown_name_message
-
         raise WhatIfConfigError(unknown_name_message("profile", requested, ("default", "review", "minimal", "forensic")))
     return requested
 

@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit._util.hashing import canonical_json, sha256_hex
+from toolkit.whatif.sources import SetupError
 
 __all__ = ["ScoreCache", "CacheLockUnavailable", "CacheCorruption", "resolve_cache_mode", "CACHE_KEY_VERSION"]
 
@@ -105,8 +106,6 @@ class ScoreCache:
         if not self.writes_enabled:
             return
         import fcntl
-
-        from toolkit.whatif.sources import SetupError
 
         try:
             self.root.mkdir(parents=True, exist_ok=True)

@@ -14,6 +14,9 @@ import json
 import sys
 
 from toolkit.errors import ReportWriteError
+from toolkit.whatif._pipeline import fork
+from toolkit.whatif.config import load_config
+from toolkit.whatif.report import diff
 
 __all__ = ["HELP", "add_arguments"]
 
@@ -21,8 +24,6 @@ HELP = "Replay recorded traces under a change and decide Ship / Don't Ship / Inc
 
 
 def _fork(args) -> int:
-    from toolkit.whatif._pipeline import fork
-
     verdict = fork(args.config, profile=args.profile)
     stamp = _dt.date.today().isoformat()
     json_path = args.output_json or f"reports/whatif-fork-{stamp}.json"
@@ -41,16 +42,12 @@ def _fork(args) -> int:
 
 
 def _diff(args) -> int:
-    from toolkit.whatif.report import diff
-
     result = diff(args.before, args.after)
     sys.stdout.write(result.to_markdown())
     return 0
 
 
 def _validate(args) -> int:
-    from toolkit.whatif.config import load_config
-
     config = load_config(args.config)
     required = ", ".join(("failure", "baseline") if config.experiment_shape == "failure_rescue" and config.decision.require_baseline
                          else ("failure",) if config.experiment_shape == "failure_rescue" else ("baseline",))

@@ -10,7 +10,7 @@ Sections ``source``, ``target``, ``selection``, ``change``, ``scorer`` are requi
 ``decision``, ``reporting``, ``timeouts`` are required as keys but every field in them has a
 default (``decision: {}`` is enough), as in the user's spec.
 
-Where we differ from the reference loader (whatif.md §6):
+Where we differ from the reference loader (docs/design/whatif.md §6):
 - an unknown ``source.adapter`` is a load-time error with a suggestion, not a late setup error;
 - a source field that belongs to another adapter (``path`` with ``adapter: stub``) is rejected,
   because a field that is accepted and then ignored is a silent no-op;
@@ -32,9 +32,8 @@ from typing import Any, Literal, Union
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from toolkit.errors import did_you_mean
 from toolkit._util.hashing import canonical_json, sha256_hex
-from toolkit.errors import ForensicAffirmationError, WhatIfConfigError
+from toolkit.errors import ForensicAffirmationError, WhatIfConfigError, did_you_mean
 
 __all__ = [
     "WhatIfConfig",
@@ -56,7 +55,7 @@ SCORER_ADAPTERS = ("stub", "python", "inspect_ai")
 FILTER_CLAUSES = ("score-below", "score-above", "since", "label", "has-tool", "task")
 
 _PYTHON_REFERENCE = re.compile(r"^python:[A-Za-z_][\w.]*:[A-Za-z_]\w*$")
-# ISO 8601 date or date-time as the reference accepts it (whatif.md §6): YYYY-MM-DD, optional
+# ISO 8601 date or date-time as the reference accepts it (docs/design/whatif.md §6): YYYY-MM-DD, optional
 # 'T' or space and HH:MM[:SS[.frac]], optional 'Z' or +-HH[:]MM.
 _ISO_DATE = re.compile(
     r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:?\d{2})?)?$"
@@ -283,7 +282,7 @@ class DecisionConfig(_Strict):
     min_failure_improvement_ratio: float = Field(default=0.50, ge=0.0, le=1.0)
     practical_delta_epsilon: float = Field(default=0.05, ge=0.0)
     max_ci_width: float | None = Field(default=None, ge=0.0)
-    # The design reference's statistical defaults (whatif.md §5): B = 5000, seed 42, 0.95.
+    # The design reference's statistical defaults (docs/design/whatif.md §5): B = 5000, seed 42, 0.95.
     bootstrap_resamples: int = Field(default=5000, ge=100, le=1_000_000)
     ci_level: float = Field(default=0.95, gt=0.5, lt=1.0)
     seed: int = 42

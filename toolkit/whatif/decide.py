@@ -1,6 +1,6 @@
 """The decision: per-trace classes, per-cohort statistics, the trust floor, guards, verdict.
 
-Order of evaluation (whatif.md §3-§4, with the §11 fixes):
+Order of evaluation (docs/design/whatif.md §3-docs/design/whatif.md §4, with the docs/design/whatif.md §11 fixes):
 
 1. Each scored trace is *improved* when ``delta > eps``, *regressed* when ``delta < -eps``,
    else *unchanged* (exactly ±eps is unchanged; a 1e-9 tolerance absorbs float noise from
@@ -18,7 +18,7 @@ Order of evaluation (whatif.md §3-§4, with the §11 fixes):
    info ``improvement_observed``, CI availability and CI width (``max_ci_width``, enforced
    here; accepted and ignored in the reference) per required cohort. regression_check:
    baseline regression, CI availability, CI width. Required cohorts come from the shape
-   (fix of §11.8). Plus ``cohort_systemic_failure`` when >= 50% of a cohort's selected
+   (fix of docs/design/whatif.md §11.8). Plus ``cohort_systemic_failure`` when >= 50% of a cohort's selected
    traces failed with one code (registered but never emitted in the reference).
 5. Verdict precedence: any floor failure -> Inconclusive; any ``blocks_all`` -> Inconclusive;
    any ``blocks_ship`` -> Don't Ship; else Ship. :func:`decide` is the only function that
@@ -42,6 +42,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from toolkit._util.results import Result
+from toolkit.stats.resampling import bootstrap_ci, sign_flip_test
 
 __all__ = [
     "FLOOR",
@@ -72,7 +73,7 @@ _TOLERANCE = 1e-9
 
 @dataclasses.dataclass(frozen=True)
 class TrustFloor:
-    """Structural minimums; no config field reaches them (whatif.md §3)."""
+    """Structural minimums; no config field reaches them (docs/design/whatif.md §3)."""
 
     version: str = "toolkit-whatif-floor/1"
     min_selected: int = 5
@@ -314,8 +315,6 @@ def summarize_cohort(name: str, deltas: Sequence[float], selected: int, replayed
                      failure_ids: Mapping[str, Sequence[str]] | None = None,
                      available: int | None = None, labelled: int | None = None) -> CohortResult:
     """Counts, median, bootstrap CI of the median and sign-flip p of one cohort's deltas."""
-    from toolkit.stats.resampling import bootstrap_ci, sign_flip_test
-
     values = [float(d) for d in deltas]
     classes = [classify_delta(d, policy.practical_delta_epsilon) for d in values]
     median = statistics.median(values) if values else None

@@ -25,6 +25,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from toolkit.whatif.sources import stub_traces
+
 __all__ = ["support_agent", "async_support_agent", "grounding_score", "support_rows"]
 
 _RECORD = re.compile(r"\b[A-Z]{3}-\d{5}\b")
@@ -81,8 +83,6 @@ def support_rows(n_failure: int = 20, n_baseline: int = 20, seed: int = 0) -> li
     Built from :func:`toolkit.whatif.sources.stub_traces`, so the tool results are the same
     seeded records; write them with ``tk.save_rows`` to get a jsonl source.
     """
-    from toolkit.whatif.sources import stub_traces
-
     rows = []
     for trace in stub_traces(max(n_failure, n_baseline), seed):
         index = int(trace.trace_id.split("-")[1])

@@ -12,7 +12,7 @@ hit; an unrecorded (name, arguments) pair raises :class:`ToolCacheMiss`, and a r
 missed the cache fails with code ``tool_cache_miss`` even if the runner caught the error,
 because its answer was produced without the tool's output.
 
-Execution (:func:`run_bounded`) fixes the reference's Jupyter problems (whatif.md §11.9):
+Execution (:func:`run_bounded`) fixes the reference's Jupyter problems (docs/design/whatif.md §11.9):
 - async callables run on a private event loop in a worker thread, so they work when the
   caller already runs a loop (a notebook kernel); ``asyncio.run`` in the caller would fail;
 - at most ``max_workers`` calls run at once (a sliding window, not sequential);
@@ -38,6 +38,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from toolkit._util.hashing import canonical_json
+from toolkit._util.results import json_safe
 
 __all__ = [
     "TraceInput",
@@ -139,8 +140,6 @@ class FailureRecord:
     details: Mapping[str, Any] = dataclasses.field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        from toolkit._util.results import json_safe
-
         return {f.name: json_safe(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
 

@@ -14,7 +14,7 @@ forensic    review + full texts; needs the config acknowledgment AND the CLI fla
 =========== ============================================================================
 
 The reference wrote the same two files for every profile and no per-trace evidence at all
-(whatif.md §8.1, §11.6); ``diff`` here also lists traces whose class changed.
+(docs/design/whatif.md §8.1, docs/design/whatif.md §11.6); ``diff`` here also lists traces whose class changed.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from typing import Any
 
 from toolkit._util.hashing import sha256_hex
 from toolkit._util.results import Result, json_safe
-from toolkit.whatif.decide import SEVERITY_RANK, CohortResult, Finding, FloorFailure, Policy
 from toolkit.errors import ReportError
+from toolkit.whatif.decide import SEVERITY_RANK, CohortResult, Finding, FloorFailure, Policy
 
 __all__ = [
     "Verdict",

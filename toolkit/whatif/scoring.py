@@ -2,7 +2,7 @@
 
 The per-trace delta is ``score(replayed) - score(original)``, computed here, never a number a
 scorer hands back as "the delta". The reference fed a single judge number in as the delta, so
-an absolute 0-1 judge could never produce a regression (whatif.md §11.1). A scorer sees one
+an absolute 0-1 judge could never produce a regression (docs/design/whatif.md §11.1). A scorer sees one
 output per call (a :class:`ScoreCase`), not both, so it cannot compare them.
 
 Scorers:

@@ -2,8 +2,8 @@
 
 A source yields :class:`Trace` objects, each already labelled ``failure`` or ``baseline``;
 :func:`select_cohorts` then applies each cohort's ``filter`` and ``limit`` (the reference reads
-the whole source and ignores both, whatif.md §11.2). Selection rules, from the reference's
-design defaults (whatif.md §5): the failure cohort takes the most recent traces first (file
+the whole source and ignores both, docs/design/whatif.md §11.2). Selection rules, from the reference's
+design defaults (docs/design/whatif.md §5): the failure cohort takes the most recent traces first (file
 order when traces carry no timestamp); the baseline cohort is a seeded random sample (hash
 draw per trace id, so it does not depend on source order). Truncation is recorded and
 disclosed as an info finding.
@@ -39,10 +39,9 @@ import urllib.request
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from toolkit.errors import ToolkitError
 from toolkit._util.hashing import canonical_json, stable_uniform
+from toolkit.errors import SetupError, ToolkitError
 from toolkit.rows import read_rows, read_tau_bench
-from toolkit.errors import SetupError
 
 __all__ = ["Trace", "ToolRecord", "CohortSelectionResult", "SetupError", "load_traces", "select_cohorts", "stub_traces", "resolve_reference"]
 
@@ -541,7 +540,7 @@ def select_cohorts(traces: list[Trace], config, now: float | None = None) -> dic
     """Apply each configured cohort's filter and limit; only configured cohorts are selected.
 
     In ``regression_check`` no failure cohort is configured, so traces labelled failure are
-    never selected (the reference still evaluated them, whatif.md §11.8).
+    never selected (the reference still evaluated them, docs/design/whatif.md §11.8).
     """
     now = _dt.datetime.now(_dt.timezone.utc).timestamp() if now is None else now
     seed = config.decision.seed

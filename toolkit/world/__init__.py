@@ -6,7 +6,7 @@ seed, and breaks calls when a fault plan says so. Every injected fault is append
 ``world.ledger``, which a rollout stores on its row as ``faults``; fault detection reads the
 ledger, never the result text.
 
-Call order (first match wins; reference engine.md §4.1, with the changes listed below):
+Call order (first match wins; docs/design/engine.md §4.1, with the changes listed below):
 
 1. unknown tool -> ``{"status": "error", "reason": "unknown_tool"}`` (with suggestions);
    a human tool -> ``error / human_tool`` (the simulated person answers those);
@@ -43,7 +43,7 @@ Where we differ from the reference design, and why:
   the real answer (the reference returns one fixed garbled string); ``stale`` serves the
   record as it was before this rollout changed it, when it did (the reference only adds an
   ``as_of`` note to the current record); permission_denied, stale and malformed are ledger
-  faults like the rest (reference engine.md §11).
+  faults like the rest (docs/design/engine.md §11).
 * Fault builders are registered per world through ``WorldOptions(fault_modes=...)``; there
   is no global registry, so two notebooks cells (or two threads) cannot change each other's
   worlds.
@@ -60,10 +60,10 @@ tells such a function which rollout it is answering, through :mod:`contextvars`,
 correct under threads and asyncio alike.
 """
 
-from toolkit.world.tools import ToolSpec, normalize_tools, TOOL_KINDS, REFERENCE_PARAMETER_PATTERN
-from toolkit.world.faults import FaultCall, FAULT_MODES
-from toolkit.world._world import World, WorldOptions, WORLD_STATES, tool_verb
-from toolkit.world.context import RolloutContext, rollout_context, current_rollout
+from toolkit.world._world import WORLD_STATES, World, WorldOptions, tool_verb
+from toolkit.world.context import RolloutContext, current_rollout, rollout_context
+from toolkit.world.faults import FAULT_MODES, FaultCall
+from toolkit.world.tools import REFERENCE_PARAMETER_PATTERN, TOOL_KINDS, ToolSpec, normalize_tools
 
 __all__ = [
     "ToolSpec",

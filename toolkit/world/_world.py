@@ -6,7 +6,7 @@ seed, and breaks calls when a fault plan says so. Every injected fault is append
 ``world.ledger``, which a rollout stores on its row as ``faults``; fault detection reads the
 ledger, never the result text.
 
-Call order (first match wins; reference engine.md §4.1, with the changes listed below):
+Call order (first match wins; docs/design/engine.md §4.1, with the changes listed below):
 
 1. unknown tool -> ``{"status": "error", "reason": "unknown_tool"}`` (with suggestions);
    a human tool -> ``error / human_tool`` (the simulated person answers those);
@@ -43,7 +43,7 @@ Where we differ from the reference design, and why:
   the real answer (the reference returns one fixed garbled string); ``stale`` serves the
   record as it was before this rollout changed it, when it did (the reference only adds an
   ``as_of`` note to the current record); permission_denied, stale and malformed are ledger
-  faults like the rest (reference engine.md §11).
+  faults like the rest (docs/design/engine.md §11).
 * Fault builders are registered per world through ``WorldOptions(fault_modes=...)``; there
   is no global registry, so two notebooks cells (or two threads) cannot change each other's
   worlds.
@@ -61,6 +61,7 @@ correct under threads and asyncio alike.
 """
 
 from __future__ import annotations
+
 import ast
 import copy
 import inspect
@@ -72,16 +73,17 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
-from toolkit.errors import ConfigError, did_you_mean, unknown_name_message
-from toolkit.world.faults import BUILTIN_BUILDERS, FAULT_MODES, FaultCall
+
 from toolkit._util.hashing import stable_hash, stable_uniform
-from toolkit.world._ids import draw_id, id_shapes
 from toolkit._util.results import json_safe
+from toolkit.errors import ConfigError, did_you_mean, unknown_name_message
+from toolkit.world._ids import draw_id, id_shapes
+from toolkit.world.faults import BUILTIN_BUILDERS, FAULT_MODES, FaultCall
 from toolkit.world.tools import ToolSpec, normalize_tools
 
 __all__ = ["World", "WorldOptions", "WORLD_STATES", "tool_verb"]
 
-#: The world states a situation can put the world in (reference engine.md §3.1).
+#: The world states a situation can put the world in (docs/design/engine.md §3.1).
 WORLD_STATES = ("exists", "missing", "already_done", "duplicate", "partial", "unknown")
 
 _WORLD_STATE_ALIASES = {
@@ -96,7 +98,7 @@ _WORLD_STATE_ALIASES = {
 
 _CONDITION_ALIASES = {"malformed_result": "malformed", "stale_result": "stale"}
 
-# Verb families by tool-name word (reference §4.1 lists; "book", "submit", "send",
+# Verb families by tool-name word (docs/design/engine.md §4.1 lists; "book", "submit", "send",
 # "register", "open", "schedule" added as creates and "check", "lookup", "query",
 # "retrieve", "count" as reads because customer-support tool sets name tools that way).
 _CREATE_VERBS = frozenset(
@@ -126,7 +128,7 @@ _STATE_AFTER_VERB = {
 }
 
 # Argument names that state a finding (a fact the world owns). A caller naming one never
-# overrides the generated value on a read (reference §4.2), so an agent cannot manufacture
+# overrides the generated value on a read (docs/design/engine.md §4.2), so an agent cannot manufacture
 # a fact by asserting it.
 _FINDING_KEYS = frozenset("status state owner quantity amount price balance total cost fare".split())
 
@@ -137,7 +139,7 @@ _PEOPLE_CUES = ("user", "customer", "passenger", "employee", "owner", "contact",
 
 _ISSUED_ID = re.compile(r"^[a-z][a-z0-9]*_[0-9a-f]{12}$")
 
-# Placeholder values an agent copies from a schema instead of asking (reference §4.1 step 7).
+# Placeholder values an agent copies from a schema instead of asking (docs/design/engine.md §4.1 step 7).
 _PLACEHOLDER_WORDS = frozenset(
     {
         "string", "placeholder", "xxx", "xxxx", "xxxxx", "todo", "tbd", "lorem ipsum", "...",

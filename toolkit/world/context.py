@@ -2,11 +2,13 @@
 """
 
 from __future__ import annotations
+
 import contextlib
 import contextvars
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+
 from toolkit.errors import ConfigError
 
 __all__ = ["RolloutContext", "rollout_context", "current_rollout"]

@@ -9,9 +9,9 @@ Accepted inputs (a list of any mix of them, or a path to a JSON file holding suc
 * an existing :class:`ToolSpec`.
 
 ``"kind": "human"`` (top level, or inside the ``function`` dict) marks a tool whose answer
-comes from the person, not the world (reference engine.md §4.4).
+comes from the person, not the world (docs/design/engine.md §4.4).
 
-Where we differ from the reference design (engine.md §2.1, §4): the reference accepts tool
+Where we differ from the reference design (docs/design/engine.md §2.1, docs/design/engine.md §4): the reference accepts tool
 dicts loosely and fails later, inside the world, on a missing ``name`` or a non-object
 schema. We check every schema once, up front, with the JSON-Schema meta-schema
 (``jsonschema``'s Draft 2020-12 checker) plus the few rules tool calling adds (an object at
@@ -33,8 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from toolkit.errors import SchemaError, unknown_name_message
 from toolkit._util.hashing import canonical_json
+from toolkit.errors import SchemaError, unknown_name_message
 
 __all__ = ["ToolSpec", "normalize_tools", "TOOL_KINDS", "REFERENCE_PARAMETER_PATTERN"]
 
@@ -46,7 +46,7 @@ TOOL_KINDS = ("function", "human")
 _NAME_PATTERN = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 #: A parameter whose name matches this pattern carries a reference to an entity (reference
-#: engine.md §3.1: ``id``, ``*_id``, path, file, name, key, ref, number, repo, asin, sku;
+#: docs/design/engine.md §3.1: ``id``, ``*_id``, path, file, name, key, ref, number, repo, asin, sku;
 #: we add ``code`` and ``locator`` because airline and logistics tools name ids that way).
 REFERENCE_PARAMETER_PATTERN = re.compile(
     r"(^|_)(id|ids|path|file|filename|name|key|ref|reference|number|no|repo|asin|sku|code"
