@@ -39,12 +39,12 @@ CASES: dict[str, dict] = {
 }
 
 DIGESTS = {
-    "adaptive_reproducible": "591469016c0c17b49a6f35e6d7edb1d1f83d052ba8ca6d3403bf1f08a346731e",
-    "explore_default": "79ea4dd0b9da1fc1677f12805b5696e30c50b03f558b687e7d2fc819c7a20365",
-    "explore_output": "d2f1e868f03f5fb387705f83f32668b66e8be4de2fb9e48fde5d8065bad24365",
-    "rl_grader": "147867704e6bd4a50714ab750edac6d12c0422c4d11aa419647b817983256650",
-    "sft_conduct": "831d2466d2ea61dba9fd8d59dabbc71e6371b5d49696b99e4dbda2e0cf15a25b",
-    "sft_reproducible_grader_output": "4174f6e9ae6218f553408db64f07584a41532f783d79404d332991037a09c0d6",
+    "adaptive_reproducible": "0de0a775ba8040e4ae779e45fc10d076f4292beb15ae668f5f90865c3210e8b5",
+    "explore_default": "5d73773178c59fb1f764d4be7b0fb8d60b1eafe5bdcad6320a48f61da4a5e4c2",
+    "explore_output": "92ddcf592c299f6e461ac38626f57609906c3a47b22d8f0f741a23b346e398e0",
+    "rl_grader": "74fe99025d12ac059046e6ce2b282e8826825ac3d779f41b7f14abe7e3c57478",
+    "sft_conduct": "4a1a095bae405fd0a7741af64cdbb9e304de11eef4ba7888319d9037658ab964",
+    "sft_reproducible_grader_output": "5fc59534f0480e4fd3356fa9d8cbbdf574a86c43224a0d88e1d35d297058ab5f",
 }
 
 

@@ -411,7 +411,7 @@ def test_world_options_unknown_key_names_nearest_fields():
 
 
 @pytest.mark.parametrize("field, value, fragment", [
-    ("exists_share", 1.2, "[0, 1]"), ("exists_share", True, "[0, 1]"), ("default_fault_rate", -0.1, "[0, 1]"),
+    ("exists_share", 1.2, "[0, 1]"), ("exists_share", True, "[0, 1]"), ("per_call_fault_rate", -0.1, "[0, 1]"),
     ("search_hits", (5, 2), "lo <= hi"), ("search_hits", (1, 500), "100"), ("id_range", (5, 5), "lo < hi"),
     ("date_years", (1900, 5), "1970"), ("people", (), "non-empty"), ("nouns", ("a", "a"), "duplicate"),
     ("default_fault_mode", "timout", "did you mean 'timeout'"), ("timeout_seconds", 0, "(0, 3600]"),
@@ -586,3 +586,16 @@ def test_a_shared_world_stays_consistent_under_threads():
     assert sorted(c["call_index"] for c in w.calls) == list(range(200))
     assert len(w.ledger) == statuses.count("timeout")
     assert len({e["call_index"] for e in w.ledger}) == len(w.ledger)
+
+
+def test_the_per_call_fault_rate_keeps_its_old_spelling():
+    # WorldOptions.per_call_fault_rate was default_fault_rate; both spellings set it, and
+    # it has its effect: 0.0 means a kept plan never fires, 1.0 that every call faults
+    for spelling in ("per_call_fault_rate", "default_fault_rate"):
+        never = tk.World(TOOLS, options={spelling: 0.0}, fault_plan={"*": {"mode": "timeout"}})
+        always = tk.World(TOOLS, options=tk.world.WorldOptions(**{spelling: 1.0}), fault_plan={"*": {"mode": "timeout"}})
+        assert [never.call("get_order", {"order_id": f"ORD-{i}"})["status"] for i in range(5)] != ["timeout"] * 5
+        assert [always.call("get_order", {"order_id": f"ORD-{i}"})["status"] for i in range(5)] == ["timeout"] * 5
+        assert never.options.per_call_fault_rate == 0.0
+    with pytest.raises(tk.ConfigError, match="disagree"):
+        tk.world.WorldOptions(per_call_fault_rate=0.5, default_fault_rate=1.0)

@@ -1514,7 +1514,7 @@ class _Engine:
             "concurrency": self.cfg.concurrency, "execution": self._execution(), "reproducible": self.cfg.reproducible, "time_budget": self.cfg.time_budget, "until": self.cfg.until,
             "knobs": self.cfg.knobs.to_dict(), "knobs_changed": list(self.cfg.knobs.changed()),
             "patience": self.cfg.patience, "user_temperature": k.user_temperature, "world": self.cfg.world_options.to_dict(),
-            "world_note": "fault_rate is the per-prompt chance that a faulted situation's plan is kept; world.default_fault_rate is the per-call rate a kept plan fires at",
+            "world_note": "fault_rate is the per-prompt chance that a faulted situation's plan is kept; world.per_call_fault_rate is the per-call rate a kept plan fires at",
             "max_turns": self.cfg.max_turns, "avg_turns": self.cfg.avg_turns, "timeout": self.cfg.timeout, "logprobs": self.cfg.logprobs,
             "sampling": self.cfg.sampling, "grader": self.cfg.grader_name, "grade": self.cfg.grade, "llm_grade": bool(self.cfg.llm_grade),
             "simulator": self.cfg.writer_model, "writer_model": self.cfg.writer_model, "agent_model": agent_model,

@@ -204,8 +204,10 @@ class WorldOptions:
     default_fault_mode: str = "timeout"
     # Rate at which a plan entry without "rate" fires per call, in [0, 1]. 1.0 (every call)
     # as in the reference: the situation already decided that this rollout is a fault
-    # rollout (see fault_plan_for); thinning it again per call would hide the fault.
-    default_fault_rate: float = 1.0
+    # rollout (see fault_plan_for); thinning it again per call would hide the fault. Not
+    # simulate()'s fault_rate (the per-prompt chance a fault plan is kept at all); it was
+    # called default_fault_rate, a spelling still accepted.
+    per_call_fault_rate: float = 1.0
     # Share of never-seen reference values that exist, in [0, 1]. 0.7 as in the reference:
     # enough lookups succeed for multi-step work, enough fail that "not found" is practised.
     exists_share: float = 0.7
@@ -252,7 +254,7 @@ class WorldOptions:
                 "WorldOptions.default_fault_mode: "
                 + unknown_name_message("fault mode", self.default_fault_mode, self.mode_names)
             )
-        _check_share("default_fault_rate", self.default_fault_rate)
+        _check_share("per_call_fault_rate", self.per_call_fault_rate)
         _check_share("exists_share", self.exists_share)
         object.__setattr__(self, "search_hits", _check_pair("search_hits", self.search_hits, 0, 100, strict=False))
         object.__setattr__(self, "id_range", _check_pair("id_range", self.id_range, 0, 10**9, strict=True))
@@ -300,6 +302,7 @@ class WorldOptions:
             return values
         if not isinstance(values, Mapping):
             raise ConfigError(f"world options must be a dict of WorldOptions fields, got {type(values).__name__}")
+        values = _renamed(values)
         names = cls.field_names()
         for key in values:
             if key not in names:
@@ -321,9 +324,24 @@ class WorldOptions:
 _dataclass_init = WorldOptions.__init__
 
 
+#: Old field spellings still accepted: old -> new.
+_RENAMED_FIELDS = {"default_fault_rate": "per_call_fault_rate"}
+
+
+def _renamed(values: Mapping[str, Any]) -> dict[str, Any]:
+    out = dict(values)
+    for old, new in _RENAMED_FIELDS.items():
+        if old in out:
+            if new in out and repr(out[new]) != repr(out[old]):
+                raise ConfigError(f"WorldOptions: {old}={out[old]!r} (the old name of {new}) and {new}={out[new]!r} disagree; pass {new}")
+            out[new] = out.pop(old)
+    return out
+
+
 def _world_options_init(self: WorldOptions, *args: Any, **kwargs: Any) -> None:
     # The dataclass constructor answers a misspelled keyword with a bare TypeError; name the
     # nearest field instead, as from_dict does (WorldOptions(exists_shar=0.5) is a typo).
+    kwargs = _renamed(kwargs)
     names = WorldOptions.field_names()
     for key in kwargs:
         if key not in names:
@@ -613,7 +631,7 @@ class World:
             mode = _CONDITION_ALIASES.get(entry.get("mode"), entry.get("mode", self.options.default_fault_mode))
             if mode not in self.options.mode_names:
                 raise ConfigError(f"fault_plan[{key!r}]: " + unknown_name_message("fault mode", str(mode), self.options.mode_names))
-            rate = entry.get("rate", self.options.default_fault_rate)
+            rate = entry.get("rate", self.options.per_call_fault_rate)
             if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0.0 <= rate <= 1.0:
                 raise ConfigError(f"fault_plan[{key!r}]['rate'] must be a number in [0, 1], got {rate!r}")
             on_call = entry.get("on_call")
