@@ -6,7 +6,7 @@ PORT ?= 8888
 # jupyter refuses to start as root without --allow-root (containers run as root)
 ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 # Keep JupyterLab off the network: no news feed, no update check, no extension manager
-# searches (measured: with these three nothing leaves the machine; see jupyter.md §5).
+# searches (measured: with these three nothing leaves the machine; see docs/design/jupyter.md §5).
 LAB_OFFLINE := --LabApp.news_url=None \
 	--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate \
 	--LabApp.extension_manager=readonly
