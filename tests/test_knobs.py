@@ -13,8 +13,8 @@ import toolkit as tk
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# The two knob tables of the user's spec, copied from
-# /work/shared/seeds/000_e51605354663f6a0.readable.md ("Experiment knobs" and "Engine internals"):
+# The two knob tables of the user's spec ("Experiment knobs" and "Engine internals"; the spec is
+# the user's document, not in this repository, and docs/design/engine.md §2.6 summarises it):
 # {table: {advanced key: default as the seed writes it}}. A literal, so the check never depends on
 # a file outside the repository.
 SEED_KNOB_TABLES = {

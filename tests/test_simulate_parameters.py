@@ -1,7 +1,7 @@
 """simulate(): every parameter and alias of the seed's parameter table, with its default.
 
-The table below is copied from the "Parameter reference" of the user's spec
-(``/work/shared/seeds/000_e51605354663f6a0.readable.md``, section "Parameters and output"),
+The table below is copied from the "Parameter reference" of the user's spec (its section
+"Parameters and output"; the spec is the user's document and not in this repository),
 one entry per row: the parameter, its aliases (the table's closing line: ``phrasings=`` /
 ``n=`` for ``requests_per_situation``, ``repeats=`` for ``rollouts_per_request``,
 ``unique=`` for ``unique_situations``, ``policy=`` for ``system_prompt``, ``risk=`` for

@@ -186,7 +186,23 @@ _SUGGESTION_CUTOFF = 0.6
 
 
 def did_you_mean(name: str, candidates: Iterable[str], n: int = 3) -> list[str]:
-    """Return up to ``n`` valid names close to ``name`` (best first), possibly empty."""
+    """Return up to ``n`` valid names close to ``name`` (best first), possibly empty.
+
+    Parameters
+    ----------
+    name : str
+        The unknown name as given (converted with ``str``).
+    candidates : Iterable[str]
+        The valid names (each converted with ``str``).
+    n : int, default 3
+        The most suggestions returned. Closeness is difflib's ratio with cutoff 0.6; when
+        nothing passes it, a candidate equal to ``name`` up to case is returned alone.
+
+    Returns
+    -------
+    list[str]
+        The suggestions, best first; empty when none is close.
+    """
     pool = [str(c) for c in candidates]
     found = difflib.get_close_matches(str(name), pool, n=n, cutoff=_SUGGESTION_CUTOFF)
     if not found:
@@ -201,6 +217,24 @@ def did_you_mean(name: str, candidates: Iterable[str], n: int = 3) -> list[str]:
 def unknown_name_message(kind: str, name: str, candidates: Iterable[str]) -> str:
     """One sentence naming an unknown ``kind`` and the nearest valid names.
 
+    Parameters
+    ----------
+    kind : str
+        What the name is, as the sentence says it (``"knob"``, ``"mode"``, ``"keyword argument"``).
+    name : str
+        The unknown name; quoted with ``repr`` in the message.
+    candidates : Iterable[str]
+        The valid names. Up to 3 close ones (:func:`did_you_mean`) are suggested; when none
+        is close, the first 12 in sorted order are listed (``...`` when there are more);
+        with no candidates the sentence only names the unknown one.
+
+    Returns
+    -------
+    str
+        E.g. ``unknown knob 'patiense'; did you mean 'patience'?``.
+
+    Examples
+    --------
     >>> unknown_name_message("knob", "patiense", ["patience", "seed"])
     "unknown knob 'patiense'; did you mean 'patience'?"
     """

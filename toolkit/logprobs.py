@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import hashlib
 import math
-import numbers
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -37,6 +36,7 @@ from typing import Any
 
 from toolkit._util.keys import binary_reward, task_key
 from toolkit._util.results import Result
+from toolkit._util.validate import is_count
 from toolkit.agents import model_agent
 from toolkit.errors import LogprobError, ToolkitError, did_you_mean, unknown_name_message
 from toolkit.rows import messages_from_steps, scrub
@@ -78,25 +78,36 @@ def _number(value: Any) -> float | None:
     return value if math.isfinite(value) else None
 
 
-def _is_count(value: Any) -> bool:
-    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
-
-
 def _row_totals(row: Mapping[str, Any]) -> tuple[float | None, int | None]:
     """The row's (summed logprob, generated tokens): row totals, else the sum over steps
     when every assistant step carries both."""
     logprob, n_tokens = _number(row.get("logprob")), row.get("n_tokens")
-    if logprob is not None and _is_count(n_tokens):
+    if logprob is not None and is_count(n_tokens):
         return logprob, int(n_tokens)
     steps = [s for s in row.get("steps") or [] if isinstance(s, Mapping) and "user" not in s]
-    if steps and all(_number(s.get("logprob")) is not None and _is_count(s.get("n_tokens")) for s in steps):
+    if steps and all(_number(s.get("logprob")) is not None and is_count(s.get("n_tokens")) for s in steps):
         return math.fsum(float(s["logprob"]) for s in steps), sum(int(s["n_tokens"]) for s in steps)
     return None, None
 
 
 def row_match_key(row: Mapping[str, Any]) -> str:
     """How two row lists are matched: rollout_id, else scenario_id#rollout_index, else
-    sha1(prompt + final_text)[:16] (the rule of judge_agreement, docs/design/engine.md §6.5)."""
+    sha1(prompt + final_text)[:16] (the rule of judge_agreement, docs/design/engine.md §6.5).
+
+    Parameters
+    ----------
+    row : mapping
+        One row. Read: ``rollout_id`` (used when present and not ``""``), else
+        ``scenario_id`` together with ``rollout_index`` (both needed; ``scenario_id`` not
+        ``""``), else ``prompt`` and ``final_text`` (each ``str()``-ed, missing ones as
+        ``""``). The row is not changed.
+
+    Returns
+    -------
+    str
+        ``"id:<rollout_id>"``, ``"sr:<scenario_id>#<rollout_index>"`` or ``"h:"`` followed by
+        the first 16 hex digits of the SHA-1 of the UTF-8 ``prompt + final_text``.
+    """
     if row.get("rollout_id") not in (None, ""):
         return f"id:{row['rollout_id']}"
     if row.get("scenario_id") not in (None, "") and row.get("rollout_index") is not None:
@@ -141,7 +152,37 @@ class LogprobReport(Result):
 
 
 def logprob_report(rows: Any) -> LogprobReport:
-    """How much of the policy's log-probability was captured, and whether reward tracks it."""
+    """How much of the policy's log-probability was captured, and whether reward tracks it.
+
+    A row's totals are its own ``logprob`` and integer ``n_tokens``, else the sums over its
+    assistant steps when every such step carries both; rows with no totals or
+    ``n_tokens <= 0`` are not used. Formulas (module docstring): mean token logprob =
+    total logprob / total tokens over the used rows; ``p10`` / ``p50`` / ``p90`` of the
+    per-row means ``logprob / n_tokens`` at the rounded index ``round(q (m - 1))`` of the
+    sorted m means; ``reward_confidence_r`` the Pearson r of the exact 0/1 reward with the
+    per-row mean over graded used rows (3 or more, both sides varying), with a warning at
+    ``|r| >= 0.3``.
+
+    Parameters
+    ----------
+    rows : list of dict, SimulationData, DataFrame or path
+        The rows: a list of row dicts, anything with ``.rows``, a pandas DataFrame or a path
+        to a JSONL file (read with :func:`toolkit.rows.read_rows`).
+
+    Returns
+    -------
+    LogprobReport
+        ``n_rows``, ``n_with_logprobs``, ``coverage`` (their share; None for no rows),
+        ``n_tokens``, ``mean_token_logprob``, ``p10`` / ``p50`` / ``p90``,
+        ``reward_confidence_r`` (None when it cannot be formed), ``n_graded``,
+        ``n_truncated`` (rows with ``finish_reason == "length"`` or a truncated step, over
+        all rows), ``warnings`` and ``note``.
+
+    Raises
+    ------
+    TypeError
+        When ``rows`` is not a row container.
+    """
     source = as_row_list(rows)
     totals = [(_row_totals(r), r) for r in source]
     usable = [((lp, n), r) for (lp, n), r in totals if lp is not None and n and n > 0]
@@ -239,10 +280,50 @@ def _reference_values(source: list[dict], ref: Any) -> tuple[list[float | None],
 def mean_kl(rows: Any, ref: Any = "ref_logprob") -> MeanKL:
     """Sampled KL(pi || pi_ref) per generated token: sum(logprob - ref_logprob) / sum(n_tokens).
 
-    ``ref`` is the field holding the reference's summed logprob of the same completion, or
-    a second row list (matched by :func:`row_match_key`) whose ``logprob`` is the
-    reference's. ``per_task`` pools the same ratio over each task's rollouts. Rows without
-    both numbers are counted in ``n_skipped``; KL is rounded to 6 decimals.
+    ``per_task`` pools the same ratio over each task's rollouts. Rows without both numbers
+    (or with ``n_tokens <= 0``) are counted in ``n_skipped``; KL is rounded to 6 decimals.
+
+    The estimate over the rows ``r`` sampled from pi, with ``n_r`` generated tokens::
+
+        KL_hat = sum_r (logprob_r - ref_logprob_r) / sum_r n_r
+
+    (the "k1" estimator; a ratio estimator, and a single sample can be negative, see the
+    module docstring).
+
+    Parameters
+    ----------
+    rows : list of dict, SimulationData, DataFrame or path
+        The rows sampled from the policy (any container :func:`logprob_report` takes). The
+        policy side of a row is its ``logprob`` / ``n_tokens``, else the sums over its
+        assistant steps.
+    ref : str or rows, optional
+        Where the reference's summed logprob of the same completion is. A string is the row
+        field holding it (default ``"ref_logprob"``, what :func:`reference_logprobs` writes);
+        a name other than the default that no row carries raises when a row carries a close
+        name (a typo), else every row is skipped and the note says to score the rows. Any
+        other value is a second row list, matched by :func:`row_match_key`, whose
+        ``logprob`` (or step sums) is the reference's; rows with no match count in
+        ``n_unmatched`` (and in ``n_skipped``).
+
+    Returns
+    -------
+    MeanKL
+        ``mean_kl`` (None when no row has both numbers), ``per_task``, ``n_rows`` (rows
+        used), ``n_skipped``, ``n_tokens``, ``n_unmatched``, ``ref`` (the field name or
+        ``"second row list (its logprob)"``) and ``note`` (also set when the estimate is
+        negative).
+
+    Raises
+    ------
+    LogprobError
+        When ``ref`` names a field no row carries and a row carries a close name.
+    TypeError
+        When ``rows`` (or ``ref`` given as rows) is not a row container.
+
+    References
+    ----------
+    .. [1] J. Schulman, "Approximating KL Divergence", 2020,
+       http://joschu.net/blog/kl-approx.html
     """
     source = as_row_list(rows)
     refs, unmatched, ref_name = _reference_values(source, ref)
@@ -321,9 +402,32 @@ def calibrate(rows: Any, *, policy: Any = None, ref: Any = None) -> CalibrationR
 
     The stamp is ``{task_id, student, n, pass_rate, pass_rate_ci95, mean_kl}`` for the
     row's task: n graded rollouts, their pass rate with a Wilson 95% interval, and the
-    task's sampled KL to ``ref`` (a field name or a second row list, see :func:`mean_kl`;
-    None when not given). A carried stamp whose n is larger than the rows now hold is kept
-    (a selection pruned the group; ``n_carried``). Returns stamped copies in ``.rows``.
+    task's sampled KL to ``ref``. A carried stamp whose n is larger than the rows now hold
+    is kept (a selection pruned the group; ``n_carried``). Returns stamped copies in
+    ``.rows``; the input rows are not changed.
+
+    Parameters
+    ----------
+    rows : list of dict, SimulationData, DataFrame or path
+        The graded rows (any container :func:`logprob_report` takes). A row counts as graded
+        when its reward is exactly 0 or 1 (within 1e-6); other rows are copied unstamped
+        and counted in ``n_ungraded``.
+    policy : str, mapping, object or None, optional
+        What the stamp's ``student`` names. Default None: each row's own ``policy_version``,
+        else its ``model_version``. A string is used as given, a mapping is copied as a
+        dict, any other object gives its ``name`` attribute, else its type name.
+    ref : str, rows or None, optional
+        The reference for the per-task ``mean_kl``: a field name or a second row list,
+        exactly as in :func:`mean_kl`. Default None: no KL is computed and ``mean_kl`` is
+        None in every stamp.
+
+    Returns
+    -------
+    CalibrationReport
+        ``rows`` (the copies), ``n_stamped``, ``n_carried``, ``n_ungraded``, ``per_task``
+        (the stamp of each task, without ``student``), ``pass_at`` (:func:`toolkit.stats.pass_at`
+        of the graded copies, None when there are none or pass_at refuses them; the refusal
+        is then in ``note``) and ``note``.
     """
     source = as_row_list(rows)
     groups: dict[str, list[int]] = defaultdict(list)
@@ -407,11 +511,34 @@ class StalenessReport(Result):
 def staleness_report(rows: Any, *, base_model: str | None = None) -> StalenessReport:
     """Which policy sampled these rows, and can an off-policy trainer use the stale ones.
 
-    Counts rows per ``policy_version`` and per ``model_version``; a row whose model is not
-    ``base_model`` is stale (a row naming no model is counted in ``n_unknown_model``, neither
-    stale nor fresh), and usable off-policy only with its logprobs (the importance
-    ratio needs them). Reports the temperature histogram and the coverage of ``sampling``,
+    Counts rows per ``policy_version`` and per ``model_version``; a stale row is usable
+    off-policy only with its logprobs (the importance ratio
+    ``exp(log pi_new - log pi_old)`` needs them). Reports the temperature histogram
+    (``sampling.temperature``, ``"unknown"`` when absent) and the coverage of ``sampling``,
     ``logprob`` and ``token_logprobs``.
+
+    Parameters
+    ----------
+    rows : list of dict, SimulationData, DataFrame or path
+        The rows (any container :func:`logprob_report` takes).
+    base_model : str or None, optional
+        The model the trainer now holds. A row whose ``model_version`` is not equal to it is
+        stale; a row naming no model (missing or ``""``) is counted in ``n_unknown_model``,
+        neither stale nor fresh. Default None: staleness is not measured (``n_stale`` is 0)
+        and a warning says so.
+
+    Returns
+    -------
+    StalenessReport
+        ``n_rows``, ``by_policy_version`` and ``by_model`` (counts keyed by the ``str()`` of
+        the value, ``"None"`` when absent), ``base_model``, ``n_stale``,
+        ``n_stale_without_logprobs``, ``temperatures``, ``coverage`` (shares; None for no
+        rows), ``warnings`` and ``n_unknown_model``.
+
+    References
+    ----------
+    .. [1] J. Schulman et al., "Proximal Policy Optimization Algorithms", arXiv:1707.06347.
+    .. [2] M. Noukhovitch et al., "Asynchronous RLHF", arXiv:2410.18252.
     """
     source = as_row_list(rows)
     versions = Counter(str(r.get("policy_version")) for r in source)
@@ -525,15 +652,50 @@ def reference_logprobs(
     """Score existing rows under a reference policy; stamp ``field`` (summed logprob of the
     assistant turns the row's policy generated) on copies of the rows.
 
-    ``reference`` is one of: a seeded agent (anything with ``score_total(row)``, offline),
-    a model backend with ``prompt_logprobs(messages, completion)`` (vLLM's
-    OpenAI-compatible server returns prompt log-probabilities for a completion), or a model
-    spec string (``"vllm:<model>@<url>"``), resolved with ``tk.model_agent(spec,
-    **backend_options)``. Each row also gets ``ref_model``, ``ref_status`` (ok / error /
-    unscorable / skipped) and, from a backend, ``ref_n_tokens``; a row that fails keeps its
-    place with the error in ``ref_error`` rather than disappearing. When the first 3 rows
-    all fail, the reference is taken as down: the remaining rows are marked ``skipped``
-    without a call (a dead server would otherwise cost its retries on every row).
+    Each row also gets ``ref_model``, ``ref_status`` (ok / error / unscorable / skipped)
+    and, from a backend, ``ref_n_tokens``; a row that fails keeps its place with the error
+    in ``ref_error`` rather than disappearing. When the first 3 rows all fail, the
+    reference is taken as down: the remaining rows are marked ``skipped`` without a call (a
+    dead server would otherwise cost its retries on every row).
+
+    Parameters
+    ----------
+    data : list of dict, SimulationData, DataFrame or path
+        The rows to score (any container :func:`logprob_report` takes); they are copied,
+        never changed.
+    reference : agent, model backend or str
+        One of: a seeded agent (anything with ``score_total(row)``, offline; its value is
+        the row's total), a model backend with ``prompt_logprobs(messages, completion)``
+        (vLLM's OpenAI-compatible server returns prompt log-probabilities for a
+        completion), or a model spec string (``"vllm:<model>@<url>"``), resolved with
+        ``tk.model_agent(spec, **backend_options)``. With a backend, every assistant turn
+        of the row (scrubbed, as :func:`toolkit.rows.messages_from_steps` renders it) is
+        scored in its context and the logprobs are summed; a turn's text is its content
+        then its tool calls as a JSON list of ``{"name", "arguments"}`` (an approximation
+        of the chat template's own tool-call markup), and empty turns are left out.
+        ``ref_model`` is the string itself, else the object's ``name``, else its type name.
+    field : str, optional
+        The row field the summed reference logprob is written to; default
+        ``"ref_logprob"`` (what :func:`mean_kl` reads by default). Set to None on rows that
+        fail.
+    **backend_options
+        Keyword options for :func:`toolkit.agents.model_agent`, used only when
+        ``reference`` is a spec string; with an agent or backend object they are ignored.
+
+    Returns
+    -------
+    ReferenceLogprobs
+        ``rows`` (the stamped copies; the result also iterates over them and has their
+        ``len``), ``reference`` (the name), ``n_scored``, ``n_failed`` (every row not
+        scored, skipped ones included), ``failures`` (count per exception type name, plus
+        ``"unscorable"`` for a -inf total and ``"skipped"``), ``field`` and ``note``.
+
+    Raises
+    ------
+    LogprobError
+        When ``reference`` (after resolving a spec string) has neither ``score_total`` nor
+        ``prompt_logprobs``. A bad spec string raises what :func:`toolkit.agents.model_agent`
+        raises. Errors raised while scoring a row are recorded on the row, not raised.
     """
     source = as_row_list(data)
     name = reference if isinstance(reference, str) else getattr(reference, "name", None) or type(reference).__name__

@@ -54,6 +54,27 @@ def resolve_agent(agent: Any, **options: Any) -> Any:
 
     Strings go to :func:`model_agent` with ``options``; callables are returned as they are
     after their shape is checked (:func:`agent_shape` raises for an ambiguous signature).
+
+    Parameters
+    ----------
+    agent : str or callable
+        A model spec string or bare server URL (built with :func:`model_agent`), or an agent
+        callable of either shape (returned unchanged).
+    **options
+        Keyword options for :func:`model_agent` (temperature, max_tokens, ...); only valid
+        with a spec string.
+
+    Returns
+    -------
+    callable
+        The :class:`ModelAgent` built from the spec, or ``agent`` itself.
+
+    Raises
+    ------
+    TypeError
+        When ``options`` are given with a callable, or ``agent`` is neither a string nor callable.
+    AgentShapeError
+        When a callable's shape is ambiguous.
     """
     if isinstance(agent, str):
         return model_agent(agent, **options)

@@ -83,12 +83,46 @@ class _ShapedAgent:
 
 
 def chat_agent(fn: Callable[..., Any]) -> _ShapedAgent:
-    """Mark ``fn`` as chat-shaped: ``fn(messages, tools) -> assistant message dict``."""
+    """Mark ``fn`` as chat-shaped: ``fn(messages, tools) -> assistant message dict``.
+
+    Parameters
+    ----------
+    fn : callable
+        The agent, called as ``fn(messages, tools)``; its signature is not inspected. Calls
+        pass through to it unchanged, and its name and docstring are copied onto the wrapper.
+
+    Returns
+    -------
+    callable
+        A wrapper with ``agent_shape = "chat"``.
+
+    Raises
+    ------
+    TypeError
+        When ``fn`` is not callable.
+    """
     return _ShapedAgent(fn, "chat")
 
 
 def message_agent(fn: Callable[..., Any]) -> _ShapedAgent:
-    """Mark ``fn`` as message-shaped: ``fn(message) -> {"steps", "final_text"}``."""
+    """Mark ``fn`` as message-shaped: ``fn(message) -> {"steps", "final_text"}``.
+
+    Parameters
+    ----------
+    fn : callable
+        The agent, called as ``fn(message)``; its signature is not inspected. Calls pass
+        through to it unchanged, and its name and docstring are copied onto the wrapper.
+
+    Returns
+    -------
+    callable
+        A wrapper with ``agent_shape = "message"``.
+
+    Raises
+    ------
+    TypeError
+        When ``fn`` is not callable.
+    """
     return _ShapedAgent(fn, "message")
 
 
@@ -99,6 +133,25 @@ def agent_shape(fn: Any) -> str:
     wins. Otherwise the signature decides: two required positional parameters -> chat; exactly
     one positional parameter (required) -> message. Anything else (``*args``, a second optional
     parameter, no inspectable signature) is ambiguous and refused rather than guessed.
+
+    Parameters
+    ----------
+    fn : Any
+        The agent: anything with an ``agent_shape`` attribute (which must be ``"chat"`` or
+        ``"message"``), or a callable whose signature is read.
+
+    Returns
+    -------
+    str
+        ``"chat"`` or ``"message"``.
+
+    Raises
+    ------
+    AgentShapeError
+        For an invalid declared ``agent_shape``, an unreadable signature, or a signature that
+        fits neither shape.
+    TypeError
+        When ``fn`` declares no shape and is not callable.
     """
     declared = getattr(fn, "agent_shape", None)
     if declared is not None:

@@ -96,6 +96,17 @@ def default_timeout(max_tokens: int) -> float:
     Fitted to the reference's two stated points (docs/design/engine.md §10 item 30: 300 s at 768 tokens, 1024 s at
     4096): a quarter second per token of budget, never under 300 s. A long reply budget needs
     more time, and a flat 300 s re-rolled long replies forever (pain list #470).
+
+    Parameters
+    ----------
+    max_tokens : int
+        The reply budget in tokens (no default). It is not validated here; :class:`ModelAgent`
+        checks it before calling this.
+
+    Returns
+    -------
+    float
+        ``max(300.0, max_tokens / 4)`` seconds.
     """
     return max(300.0, max_tokens / 4)
 
@@ -131,7 +142,30 @@ def _parse_url_spec(spec: str) -> ModelSpec:
 def parse_model_spec(spec: str) -> ModelSpec:
     """Split ``"<provider>:<model>[@<base_url>]"``, or take a bare ``http(s)://`` URL as an
     OpenAI-compatible server (provider ``"url"``, model ``None`` until the server is asked);
-    an unknown provider or URL scheme raises with did-you-mean."""
+    an unknown provider or URL scheme raises with did-you-mean.
+
+    Parameters
+    ----------
+    spec : str
+        The model spec: ``openai:<model>``, ``vllm:<model>@<base_url>`` (the server is
+        required), ``ollama:<model>[@<url>]`` (default ``http://localhost:11434/v1``),
+        ``anthropic:<model>``, or a bare ``http(s)://`` server URL (trailing ``/`` dropped; a
+        ``#fragment`` is refused). Only ``vllm:`` and ``ollama:`` take an ``@<url>`` part,
+        which must be an http(s) URL.
+
+    Returns
+    -------
+    ModelSpec
+        ``provider``, ``model`` (None for a bare URL) and ``base_url`` (None for
+        ``openai:``/``anthropic:``).
+
+    Raises
+    ------
+    ConfigError
+        For a non-string or colon-less spec, an unknown prefix (with the nearest valid one), a
+        URL scheme written without ``//``, no model after the prefix, a ``vllm:`` spec without
+        a server, a non-http(s) ``@`` part, or a bare URL without a host or with a fragment.
+    """
     if isinstance(spec, str) and spec.lower().startswith(("http://", "https://")):  # schemes are case-insensitive (RFC 3986 §3.1)
         return _parse_url_spec(spec)
     if not isinstance(spec, str) or ":" not in spec:
@@ -189,7 +223,57 @@ def _retry_after(error: Exception) -> float | None:
 
 
 class ModelAgent:
-    """A chat-shaped agent backed by a model API. Build with :func:`model_agent`."""
+    """A chat-shaped agent backed by a model API. Build with :func:`model_agent`.
+
+    Parameters
+    ----------
+    spec : str
+        A model spec or bare server URL, parsed by :func:`parse_model_spec`.
+    temperature : float or None, optional
+        Sampling temperature in [0, 2]. Default None sends 1.0 (OpenAI's documented default)
+        to OpenAI-compatible servers; for ``anthropic:`` None sends nothing (the provider's
+        default applies and the row records None). A per-call ``temperature=`` overrides it.
+    max_tokens : int, optional
+        Reply budget per completion, a positive integer; default 768. A per-call
+        ``max_tokens=`` overrides it.
+    top_p : float or None, optional
+        Nucleus-sampling ``top_p``, sent (and recorded in ``sampling``) only when given;
+        default None. Not range-checked here.
+    timeout : float or None, optional
+        Seconds per completion, > 0; default None uses :func:`default_timeout` of
+        ``max_tokens``. A completion that exceeds it raises :class:`BackendError` with status
+        ``"timeout"`` and is not retried.
+    max_retries : int, optional
+        Retries on HTTP 429, 5xx or a dropped connection, an integer in [0, 10]; default 3
+        (the SDK's own retries are switched off).
+    backoff : tuple of (float, float), optional
+        ``(base_seconds, cap_seconds)`` with 0 <= base <= cap; default ``(0.5, 8.0)``. Retry
+        ``attempt`` waits ``min(cap, base * 2**attempt)`` times a seeded jitter in [0.5, 1), or
+        the server's ``Retry-After`` when longer (up to the cap).
+    seed : int, optional
+        Default 0. Sent as the request ``seed`` to OpenAI-compatible servers (not to
+        Anthropic) and seeds the retry jitter.
+    api_key : str or None, optional
+        The API key; default None reads ``ANTHROPIC_API_KEY`` (``anthropic:``) or
+        ``OPENAI_API_KEY`` (``openai:``), either missing raising :class:`ConfigError`;
+        ``vllm:`` falls back to ``VLLM_API_KEY`` then the placeholder ``"EMPTY"``, a bare URL to
+        ``OPENAI_API_KEY`` then ``"EMPTY"``, ``ollama:`` to ``"ollama"``.
+    base_url : str or None, optional
+        Server base URL overriding the spec's (``vllm:``/``ollama:``), ``OPENAI_BASE_URL``
+        (``openai:``) or ``ANTHROPIC_BASE_URL`` (``anthropic:``); default None. For a bare-URL
+        spec it must name the same server (trailing ``/`` aside), else :class:`ConfigError`.
+    logprobs : bool or {"tokens"}, optional
+        Default False. True or ``"tokens"`` (the two behave alike here) asks the server for
+        log-probabilities on every completion and puts ``logprob``, ``n_tokens`` and
+        ``tokens`` on the reply; when False, the rollout's turn context decides. Refused for
+        ``anthropic:`` (the API returns none).
+
+    Raises
+    ------
+    ConfigError
+        For a bad spec, an out-of-range option, ``logprobs`` with ``anthropic:``, a missing
+        OpenAI/Anthropic key, or a missing SDK package.
+    """
 
     agent_shape = "chat"
     accepts_sampling = True  # __call__ takes temperature= / max_tokens= overrides (the user model uses them)
@@ -549,7 +633,23 @@ def _anthropic_messages(messages: Sequence[Mapping[str, Any]]) -> tuple[str, lis
 
 
 def model_agent(spec: str, **options: Any) -> ModelAgent:
-    """A chat-shaped agent for a model spec or a bare OpenAI-compatible server URL; options: temperature (default 1.0), max_tokens (768),
-    top_p, timeout (seconds per completion; default :func:`default_timeout`), max_retries (3), backoff ((0.5, 8.0) s), seed, api_key,
-    base_url, logprobs (False | True | "tokens"). See the module docstring."""
+    """A chat-shaped agent for a model spec or a bare OpenAI-compatible server URL. See the module docstring.
+
+    Parameters
+    ----------
+    spec : str
+        A model spec (``openai:``, ``vllm:``, ``ollama:``, ``anthropic:``) or a bare
+        ``http(s)://`` server URL; see :func:`parse_model_spec`.
+    **options
+        Keyword options of :class:`ModelAgent`, where each is described: temperature (default
+        None, which sends 1.0 except to Anthropic), max_tokens (768), top_p (None), timeout
+        (seconds per completion; default :func:`default_timeout`), max_retries (3), backoff
+        ((0.5, 8.0) s), seed (0), api_key, base_url, logprobs (False | True | "tokens"). An
+        unknown name raises TypeError.
+
+    Returns
+    -------
+    ModelAgent
+        The chat-shaped agent ``agent(messages, tools) -> assistant message``.
+    """
     return ModelAgent(spec, **options)

@@ -692,8 +692,38 @@ class SeededAgent:
 
     Chat shape: ``agent(messages, tools=None) -> assistant message`` with ``logprob``,
     ``n_tokens``, ``tokens``, ``seeded`` and ``sampling`` attached. Called with a single
-    string it behaves like the reference's message-shaped agent and runs the whole exchange
-    against its own :class:`toolkit.World`.
+    string it raises a TypeError: a whole exchange from one message is
+    ``tk.run_rollout(agent, message, tools=..., world=tk.World(tools))``.
+
+    Parameters
+    ----------
+    tools : list of dict or ToolSpec, dict, str or path
+        The tools the policy may call, in any form :func:`toolkit.world.normalize_tools`
+        accepts (tool dicts of the OpenAI, bare-function or Anthropic shapes, ToolSpecs, a
+        single tool dict, or a path to a JSON file holding the list). Fixed for the agent's
+        life.
+    rate : float
+        Probability in [0, 1] that a rollout carries a planted mistake, decided at its first
+        report turn (at temperature 1). The mistake's weight is ``rate`` against
+        ``1 - rate`` for honest, split evenly among the applicable kinds.
+    seed : int
+        Seed of every draw (``stable_uniform(seed, prompt, rollout_index, turn, choice)``)
+        and of the tool-call ids; two policies with one seed share their uniforms.
+    behaviors : sequence of str, str or None
+        The mistake kinds allowed, each one of :data:`SEEDED_BEHAVIORS` (a single string is
+        one kind; order and repeats are ignored). None allows all of them; an empty sequence
+        allows none, so every rollout stays honest.
+    temperature : float
+        In [0, 100]; reshapes every choice as p ∝ w^(1/T). 1 gives the stated weights, 0 the
+        greedy choice.
+
+    Raises
+    ------
+    ConfigError
+        For ``rate`` outside [0, 1], ``temperature`` outside [0, 100], a non-int ``seed`` or
+        an unknown behavior.
+    SchemaError
+        For a malformed tool list.
     """
 
     agent_shape = "chat"
@@ -1293,10 +1323,39 @@ def _with_conditioning(message: dict, step: Mapping[str, Any]) -> dict:
 def seeded_agent(tools: Any, rate: float = 0.35, seed: int = 0, behaviors: Sequence[str] | None = None, temperature: float = 1.0) -> SeededAgent:
     """The offline seeded policy of docs/design/engine.md §5 with planted mistakes and known probabilities.
 
-    ``rate``: probability that a rollout carries a planted mistake, decided at its first report
-    turn (at temperature 1; 0.35 is the reference's, sized so a 20-row demo catches every kind). ``behaviors``: the mistake kinds
-    allowed (default all of :data:`SEEDED_BEHAVIORS`). ``temperature``: reshapes every choice,
-    p ∝ w^(1/T); 0 is greedy. See :class:`SeededAgent` and :func:`exact_kl`.
+    See :class:`SeededAgent` and :func:`exact_kl`.
+
+    Parameters
+    ----------
+    tools : list of dict or ToolSpec, dict, str or path
+        The tools the policy may call, in any form :func:`toolkit.world.normalize_tools`
+        accepts (tool dicts of the OpenAI, bare-function or Anthropic shapes, ToolSpecs, a
+        single tool dict, or a path to a JSON file holding the list). Fixed for the agent's
+        life.
+    rate : float
+        Probability in [0, 1] that a rollout carries a planted mistake, decided at its first
+        report turn (at temperature 1); default 0.35, the reference's, sized so a 20-row demo
+        catches every kind.
+    seed : int, optional
+        Seed of every draw and of the tool-call ids; default 0. Two policies with one seed
+        share their uniforms (common random numbers).
+    behaviors : sequence of str, str or None, optional
+        The mistake kinds allowed, each one of :data:`SEEDED_BEHAVIORS`; default None, all of
+        them. An empty sequence allows none.
+    temperature : float, optional
+        In [0, 100]; reshapes every choice, p ∝ w^(1/T); default 1.0 (the stated weights),
+        0 is greedy.
+
+    Returns
+    -------
+    SeededAgent
+        The chat-shaped policy.
+
+    Raises
+    ------
+    ConfigError
+        For an out-of-range ``rate`` or ``temperature``, a non-int ``seed`` or an unknown
+        behavior.
     """
     return SeededAgent(tools, rate, seed, behaviors, temperature)
 

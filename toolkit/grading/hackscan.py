@@ -208,12 +208,6 @@ def hack_scan(
 ) -> HackScan:
     """Scan graded rows for what a grouped (GRPO) update would learn.
 
-    ``endorsed``: feature names or shell patterns the reward *should* pay for (for example
-    ``["tool:issue_refund", "marker:policy_followed"]``); a negative correlation on an
-    endorsed feature counts as a hack. ``features``: extra ``{name: row -> number}``.
-    ``group_by``: ``"prompt"`` (an ask is one prompt text, as GRPO groups it) or ``"task"``
-    (:func:`toolkit._util.keys.task_key`, pooling phrasings).
-
     Feature tiers: hand (reply length, tool calls, assistant turns, truncated, word / digit /
     newline / punctuation counts, uppercase share, one indicator per tool called and per
     trajectory flag, mean token logprob, every numeric marker, caller features) and, with
@@ -221,6 +215,45 @@ def hack_scan(
     ``min_support`` replies and absent from at least one, plus ANDs of the 12 strongest
     binary features kept only when stronger than both parents. Identical columns collapse
     into one (``aliases``); a feature needs >= ``min_support`` non-zero rows.
+
+    Parameters
+    ----------
+    rows : list of dict, SimulationData, DataFrame, str or path
+        Graded rows (a list of row dicts, anything with ``.rows``, a DataFrame or a JSONL
+        path). Rows without a numeric reward are left out and counted in ``n_skipped``.
+    endorsed : sequence of str, str or None, optional
+        Feature names or shell patterns the reward *should* pay for (for example
+        ``["tool:issue_refund", "marker:policy_followed"]``); a bare string is one pattern. A
+        negative correlation on an endorsed feature counts as a hack. Default None: the
+        regime is ``unknown``.
+    features : mapping of str to callable, or None, optional
+        Extra ``{name: row -> number}`` features; one that raises or gives a non-finite
+        value on any row is left out and named in ``skipped_features``. Default None.
+    group_by : {"prompt", "task"}, optional
+        ``"prompt"`` (default; an ask is one prompt text, as GRPO groups it) or ``"task"``
+        (:func:`toolkit._util.keys.task_key`, pooling phrasings).
+    auto : bool, optional
+        Add the automatic tier (word and word-pair presence) and the AND features; default
+        True.
+    n_permutations : int, optional
+        Within-ask reward shuffles for the floor, at least 20; default 100.
+    min_support : int, optional
+        Non-zero rows a feature (and an AND) needs to be scored, and the number of replies a
+        word must appear in to enter the automatic tier; default 20.
+    seed : int or numpy.random.Generator, optional
+        Seed of the shuffles, or a Generator used as is; default 0.
+
+    Returns
+    -------
+    HackScan
+        The regime and its reading, the scored feature table, the floor, the variance
+        decomposition and the support of the asks.
+
+    Raises
+    ------
+    HackScanError
+        For an unknown ``group_by``, ``n_permutations`` < 20, a non-string ``endorsed``
+        entry, or no row with a numeric reward.
     """
     if group_by not in ("prompt", "task"):
         raise HackScanError(unknown_name_message("group_by", group_by, ["prompt", "task"]))

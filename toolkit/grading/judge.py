@@ -35,7 +35,6 @@ from __future__ import annotations
 import concurrent.futures
 import copy
 import math
-import numbers
 import re
 import statistics
 import threading
@@ -47,6 +46,7 @@ from typing import Any
 from toolkit._util.hashing import canonical_json, sha256_hex, stable_hash
 from toolkit._util.keys import binary_reward, numeric_reward, task_key
 from toolkit._util.results import Result
+from toolkit._util.validate import is_number
 from toolkit.agents import model_agent
 from toolkit.errors import JudgeError, JudgeTrustError, did_you_mean, unknown_name_message
 from toolkit.rows import messages_from_steps, save_rows
@@ -151,6 +151,31 @@ def model_judge(
     reference when present, the conversation, and must answer with JSON ``{"reward": 0|1,
     "reason": "..."}``. The returned callable has ``judge_model``, ``judge_prompt``,
     ``judge_rubric`` and ``judge_temperature`` attributes that :func:`grade` records.
+
+    Parameters
+    ----------
+    spec : str
+        A model spec or bare server URL for :func:`toolkit.agents.model_agent`. A bare URL is
+        resolved here (the server is asked for its model list once, at construction), and
+        ``judge_model`` records the pinned ``vllm:<model>@<url>`` spec; otherwise it records
+        ``spec`` as given.
+    rubric : str or None, optional
+        The rubric sent to the model with every row; default None sends the row's
+        ``privileged["rubric"]`` when it has one (else none).
+    prompt : str or None, optional
+        The system prompt; default None (or an empty string) uses a built-in instruction to
+        answer with one JSON object ``{"reward": 1 or 0, "reason": ...}``.
+    temperature : float, optional
+        Sampling temperature of the judge model; default 0.0.
+    **backend_options
+        Further keyword options for :func:`toolkit.agents.model_agent` (max_tokens, timeout,
+        max_retries, api_key, base_url, ...).
+
+    Returns
+    -------
+    callable
+        ``judge(row) -> dict`` parsed from the first ``{...}`` in the model's reply; a reply
+        without valid JSON makes :func:`grade` record status ``invalid_result``.
     """
     agent = model_agent(spec, temperature=temperature, **backend_options)
     system = prompt or (
@@ -295,24 +320,18 @@ def _judge_one(judge: Callable, row: dict[str, Any], timeout: float | None) -> t
         return "invalid_result", None, str(exc)
     except Exception as exc:  # the judge is user code: any failure is a status on the row
         return "error", None, f"{type(exc).__name__}: {exc}"
-    if _is_number(result):
+    if is_number(result):
         result = {"reward": result}
     if not isinstance(result, Mapping):
         return "invalid_result", None, f"judge returned {type(result).__name__}, expected a dict with 'reward'"
     if result.get("reward") is None:
         return "missing_reward", dict(result), "judge result has no 'reward'"
     reward = result["reward"]
-    if not _is_number(reward) or not math.isfinite(float(reward)):
+    if not is_number(reward) or not math.isfinite(float(reward)):
         return "invalid_result", dict(result), f"reward {reward!r} is not a finite number"
     result = dict(result)
     result["reward"] = float(reward)  # a numpy scalar from the judge must not reach a JSON writer
     return "ok", result, None
-
-
-def _is_number(value: Any) -> bool:
-    """A real number, numpy scalars included (a judge that computes with numpy returns
-    np.int64 / np.float32); booleans are not rewards."""
-    return isinstance(value, numbers.Real) and not isinstance(value, bool)
 
 
 def grade(
@@ -332,24 +351,73 @@ def grade(
 ) -> GradeReport:
     """Grade every row with ``judge``; return graded copies and a report.
 
-    ``judge``: a callable ``row -> {"reward": number, "reason": str, ...}`` (a bare number
-    is accepted as the reward) or a model spec string (``"openai:gpt-4o-mini"``,
-    ``"vllm:<model>@<url>"``, or a bare server URL ``"http://127.0.0.1:8000/v1"`` for the
-    first model an OpenAI-compatible server lists), turned into a judge with
-    :func:`model_judge`. The judge sees
-    the whole in-memory row, ``privileged`` included; writing the graded rows scrubs it.
+    The judge sees the whole in-memory row (a deep copy), ``privileged`` included; writing
+    the graded rows scrubs it.
 
     Each copy gets ``reward`` (None unless the status is ok), ``reason``, ``judge_name``,
     ``judge_status`` and ``judge_meta`` = {name, model, prompt_hash, rubric_hash,
     temperature, version[, error, extra]}. ``failure_class``, ``evidence`` and
     ``label_source`` in a judge result are copied onto the row; other keys go to
-    ``judge_meta["extra"]``. ``timeout`` (seconds) bounds each call (status ``timeout``).
-    ``max_workers`` > 1 judges rows concurrently on threads (for a model judge; the judge
-    callable must then be thread-safe); the output order is the input order.
-    ``trust``: when rows carry ``gold_reward``, ``"warn"`` (default) audits the judge
-    with :func:`judge_trust` and stamps {agreement, agreement_low, kappa, n_gold, ok} on
-    every row's ``judge_meta["trust"]``, ``"require"`` raises :class:`JudgeTrustError` if
-    the audit fails, ``"off"`` skips it.
+    ``judge_meta["extra"]``.
+
+    Parameters
+    ----------
+    rows : list of dict, SimulationData, DataFrame, str or path
+        The rows: a list of row dicts, anything with ``.rows``, a pandas DataFrame, or a path
+        to a JSONL file.
+    judge : callable or str
+        A callable ``row -> {"reward": number, "reason": str, ...}`` (a bare number is
+        accepted as the reward) or a model spec string (``"openai:gpt-4o-mini"``,
+        ``"vllm:<model>@<url>"``, or a bare server URL ``"http://127.0.0.1:8000/v1"`` for the
+        first model an OpenAI-compatible server lists), turned into a judge with
+        :func:`model_judge`.
+    name : str or None, optional
+        The ``judge_name`` stamped on the rows; default None takes the judge's
+        ``judge_name`` attribute, else its ``__name__``, else its type name.
+    version : str or None, optional
+        ``judge_meta["version"]``; default None is ``"<name>@<hash>"``, the hash over the
+        model, prompt hash, rubric hash and temperature (a rubric or prompt edit is a new
+        judge).
+    rubric, prompt : str or None, optional
+        For a spec string, passed to :func:`model_judge`. For every judge, recorded (as
+        sha256 prefixes) in ``judge_meta``, overriding the judge's ``judge_rubric`` /
+        ``judge_prompt`` attributes; a callable judge's behaviour is not changed by them.
+        Default None.
+    temperature : float or None, optional
+        For a spec string, the judge model's temperature (None means 0.0). Recorded in
+        ``judge_meta`` for every judge, overriding its ``judge_temperature`` attribute.
+        Default None.
+    model : str or None, optional
+        ``judge_meta["model"]``, overriding the judge's ``judge_model`` attribute; default
+        None. The self-judging warning compares it with the rows' ``model_version``.
+    timeout : float or None, optional
+        Seconds that bound each judge call (a late call gets status ``timeout``; the call
+        keeps running on a daemon thread). Must be > 0; default None waits indefinitely.
+    trust : {"warn", "require", "off"}, optional
+        When rows carry ``gold_reward``: ``"warn"`` (default) audits the judge with
+        :func:`judge_trust` (without re-judging) and stamps {agreement, agreement_low, kappa,
+        n_gold, ok} on every row's ``judge_meta["trust"]``, adding a warning when it fails;
+        ``"require"`` raises :class:`JudgeTrustError` if the audit fails; ``"off"`` skips it.
+    max_workers : int, optional
+        Default 1. More than 1 judges rows concurrently on threads (for a model judge; the
+        judge callable must then be thread-safe); the output order is the input order.
+    **backend_options
+        For a spec string, passed to :func:`model_judge` (and on to
+        :func:`toolkit.agents.model_agent`). With a callable judge they are ignored.
+
+    Returns
+    -------
+    GradeReport
+        The graded copies (``rows``), the judge's name and meta, per-status counts,
+        ``self_judged``, warnings and the trust audit (or None).
+
+    Raises
+    ------
+    JudgeError
+        For an unknown ``trust`` mode, a judge that is neither callable nor a string, a
+        ``timeout`` not > 0, or ``max_workers`` not an integer >= 1.
+    JudgeTrustError
+        With ``trust="require"`` when the audit fails.
     """
     if trust not in ("warn", "require", "off"):
         raise JudgeError(unknown_name_message("trust mode", trust, ["warn", "require", "off"]))
@@ -496,7 +564,25 @@ def _labels_needed(rate: float) -> int | None:
 def resolvable_rate(n: int, null_rate: float = _PROBE_FLAG, power: float = _POWER, alpha: float = 0.05) -> float | None:
     """The smallest rate (0.01 grid) a probe over ``n`` rows detects with ``power`` against
     ``null_rate`` in a two-sided ``alpha`` one-sample normal-approximation test:
-    (p - p0 - z_{1-alpha/2} sqrt(p0 (1 - p0)/n)) / sqrt(p (1 - p)/n) >= z_power."""
+    (p - p0 - z_{1-alpha/2} sqrt(p0 (1 - p0)/n)) / sqrt(p (1 - p)/n) >= z_power.
+
+    Parameters
+    ----------
+    n : int
+        Number of rows the probe ran on.
+    null_rate : float, optional
+        The rate tested against, p0; default 0.10 (the probe flag rate).
+    power : float, optional
+        The power required; default 0.8.
+    alpha : float, optional
+        Two-sided significance level; default 0.05.
+
+    Returns
+    -------
+    float or None
+        The smallest rate in 0.01 .. 0.99 that qualifies, or None when ``n <= 0`` or none
+        does.
+    """
     from scipy.stats import norm
 
     if n <= 0:
@@ -614,13 +700,6 @@ def judge_trust(
 ) -> JudgeTrust:
     """May this judge's grades be trusted? (docs/design/engine.md §6.5)
 
-    ``rows`` carry the judge's ``reward`` and gold labels (``gold_reward``, with
-    ``label_source`` "human" or "program" for trusted gold); ``gold`` may also be a second
-    row list (see :func:`toolkit.judge_agreement`). With ``judge`` (a callable), gold rows
-    that have no reward yet are graded with it first (``regrade=True`` re-grades all), and
-    the re-judge checks and ``probes`` ("all" or a list of :data:`PROBES`) run on a
-    deterministic sample of up to ``max_rejudge`` (40) rows.
-
     ``ok`` requires: trusted gold, Wilson lower bound of agreement >= 0.8, kappa >= 0.6,
     fractional-reward skips <= 10% of gold rows, rewards written by the audited judge, and
     no flag from the checks: held-out halves (tasks split by sha256(task)[:8] mod 2; a gap
@@ -631,6 +710,56 @@ def judge_trust(
     test p < 0.05) and probes (rate >= 0.10 on >= 20 rows; fewer rows are "low power"
     with the rate the probe could resolve). The held-out halves and length checks read gold
     from the same rows, so they run only when ``gold`` is a field name.
+
+    Parameters
+    ----------
+    rows : list of dict, SimulationData, DataFrame, str or path
+        Rows carrying the judge's ``reward`` and gold labels (``gold_reward``, with
+        ``label_source`` "human" or "program" for trusted gold), in any form
+        :func:`grade` takes.
+    judge : callable or None, optional
+        The judge ``row -> {"reward", ...}`` (a spec string is not accepted here). With it,
+        gold rows that have no reward yet are graded with it first, and the re-judge checks
+        and probes can run; the rows' ``judge_name`` must then match its name (gate
+        ``same_judge``). Default None audits the rewards already on the rows.
+    gold : str or rows, optional
+        The field holding the gold label on the same rows (default ``"gold_reward"``), or a
+        second row list carrying the labels (see :func:`toolkit.judge_agreement`). A field
+        name other than the default that no row carries raises when a close name exists.
+    rubric : str or None, optional
+        Passed to :func:`grade` for the rows graded here, and the source (with the rows'
+        ``privileged["rubric"]``) of up to 8 words of >= 5 letters for the
+        ``keyword_stuffing`` probe, which is skipped without any. Default None.
+    probes : str, sequence of str or None, optional
+        ``"all"``, one name or a list of names of :data:`PROBES`; default None runs none.
+        Probes need ``judge``.
+    rejudge : bool, optional
+        Run the re-judge consistency and length-perturbation checks (they need ``judge``);
+        default True.
+    regrade : bool, optional
+        With ``judge``, re-grade every row first instead of only gold rows without a reward;
+        default False.
+    max_rejudge : int, optional
+        Size (an integer >= 1; default 40) of the deterministic sample the re-judge checks
+        run on, and of each probe's sample.
+    allow_model_gold : bool, optional
+        Count model-written or unlabelled gold as trusted (gate ``trusted_gold``); default
+        False.
+    seed : int, optional
+        Orders the deterministic sample (sha256 over the seed, prompt, final text and rollout
+        index); default 0.
+
+    Returns
+    -------
+    JudgeTrust
+        ``ok``, agreement with its Wilson interval, kappa, each gate and flag, the labels
+        needed, advice and the detail of every check.
+
+    Raises
+    ------
+    JudgeError
+        For an unknown probe, a non-callable ``judge``, a ``max_rejudge`` not an integer
+        >= 1, or a misspelt ``gold`` field.
     """
     from scipy.stats import binomtest
 
@@ -915,7 +1044,20 @@ def refusal_report(rows: Any) -> RefusalReport:
 
     A row's ``markers["refusal"]`` decides when present (> 0 = refused); otherwise a
     regex family of refusal phrasings ("I can't help", "I'm unable to", "I must decline",
-    ...) on ``final_text``; apologies and boilerplate alone are not refusals."""
+    ...) on ``final_text``; apologies and boilerplate alone are not refusals.
+
+    Parameters
+    ----------
+    rows : list of dict, SimulationData, DataFrame, str or path
+        The rows: a list of row dicts, anything with ``.rows``, a pandas DataFrame, or a path
+        to a JSONL file.
+
+    Returns
+    -------
+    RefusalReport
+        The count and rate of refusals with the Wilson interval, the rate per task and the
+        indices of up to 5 refusing rows.
+    """
     source = as_row_list(rows)
     hits = [_refused(r) for r in source]
     per_task: dict[str, list[int]] = defaultdict(list)
@@ -953,7 +1095,19 @@ def trace_flag_report(rows: Any) -> TraceFlagReport:
     ``flags`` mapping (name -> truthy), and the names in a row's ``flags`` list or
     ``seeded`` list (the behaviours a seeded agent planted). A row that carries a list was
     checked for every name any row's list holds, so a name absent from its list counts as
-    clean; a row without a marker or mapping entry is not counted for that name."""
+    clean; a row without a marker or mapping entry is not counted for that name.
+
+    Parameters
+    ----------
+    rows : list of dict, SimulationData, DataFrame, str or path
+        The rows: a list of row dicts, anything with ``.rows``, a pandas DataFrame, or a path
+        to a JSONL file.
+
+    Returns
+    -------
+    TraceFlagReport
+        Per flag name: ``n``, ``clean``, ``clean_share`` and ``ci95``.
+    """
     source = as_row_list(rows)
 
     def name_lists(row: Mapping[str, Any]) -> list[list[str]]:
@@ -1013,9 +1167,30 @@ def _default_quality(row: Mapping[str, Any]) -> float:
 
 def rank(path_or_rows: Any, *, quality: Callable[[Mapping[str, Any]], float] | None = None, output: Any = None) -> list[dict]:
     """Copies of the rows, best first, each with ``quality`` (and ``quality_rank``, 1 = best);
-    ``reward`` is never changed. ``quality`` defaults to the mean of the row's clean-polarity
-    signals (reward, tool-call success share, absence of presence markers, not truncated);
-    pass your own ``row -> float``. ``output=`` writes the ranked rows with ``tk.save_rows``."""
+    ``reward`` is never changed.
+
+    Parameters
+    ----------
+    path_or_rows : list of dict, SimulationData, DataFrame, str or path
+        The rows, in any form :func:`grade` takes (a path is read as JSONL).
+    quality : callable or None, optional
+        Your own ``row -> float`` (a finite number). Default None uses the mean of the row's
+        clean-polarity signals (reward, tool-call success share, absence of presence markers,
+        not truncated).
+    output : str, path or None, optional
+        When given, writes the ranked rows there with ``tk.save_rows``; default None writes
+        nothing.
+
+    Returns
+    -------
+    list of dict
+        The ranked copies (a stable sort: ties keep the input order).
+
+    Raises
+    ------
+    JudgeError
+        When ``quality`` is not callable or returns a non-finite or non-numeric value.
+    """
     if quality is not None and not callable(quality):
         raise JudgeError(f"quality must be a callable row -> float (or None for the default), got {type(quality).__name__}")
     source = as_row_list(path_or_rows)
@@ -1024,7 +1199,7 @@ def rank(path_or_rows: Any, *, quality: Callable[[Mapping[str, Any]], float] | N
     for index, row in enumerate(source):
         new = copy.deepcopy(row)
         value = scorer(row)
-        if not _is_number(value) or not math.isfinite(float(value)):
+        if not is_number(value) or not math.isfinite(float(value)):
             raise JudgeError(f"quality of row {index} is {value!r}; the quality function must return a finite number")
         new["quality"] = float(value)
         out.append(new)

@@ -100,19 +100,34 @@ class Dashboard:
 
     Parameters
     ----------
-    agent, tools, system_prompt, grader : passed to ``simulate`` (``agent=None`` is the
-        engine's offline seeded agent). Without a grader there is no reward, so no pass@k.
-    reference : the policy KL is measured against: a second ``tk.seeded_agent`` (offline),
-        a callable ``row -> summed logprob``, a model spec (any form ``tk.agents.parse_model_spec``
-        takes, a bare server URL included; scored with ``tk.reference_logprobs``) or the
-        name of a row field. ``None``: KL is drawn only when rows carry ``ref_logprob``.
-        KL needs ``logprobs`` on.
-    refresh_seconds : shortest time between two frames (default 0.5 s).
-    max_duty : the renderer's largest share of CPU time (default 0.03), see
+    agent : Any, default None
+        Passed to ``simulate`` (``agent=None`` is the engine's offline seeded agent).
+    tools, system_prompt : Any, default None
+        Keyword-only, like everything after ``agent``. Passed to ``simulate`` (None: the
+        engine's defaults, the shipped airline tool set and policy when no agent is given).
+    grader : callable or None, default None
+        Passed to ``simulate``. Without a grader there is no reward, so no pass@k.
+    reference : Any, default None
+        The policy KL is measured against: a second ``tk.seeded_agent`` (offline), a
+        callable ``row -> summed logprob``, a model spec (any form
+        ``tk.agents.parse_model_spec`` takes, a bare server URL included; scored with
+        ``tk.reference_logprobs``) or the name of a row field. ``None``: KL is drawn only when
+        rows carry ``ref_logprob``. KL needs ``logprobs`` on. An unusable reference is refused
+        here (TypeError or ConfigError), not at Run.
+    refresh_seconds : float, default 0.5
+        Shortest time between two frames, in seconds (> 0, ConfigError otherwise).
+    max_duty : float, default 0.03
+        The renderer's largest share of CPU time, in (0, 1] (ConfigError otherwise), see
         :mod:`toolkit.live._render`; the trade-off is below.
-    **simulate_kwargs : any other ``simulate`` keyword (budget, mode, fault_rate, advanced,
-        ...). They set the controls' starting values; a misspelled keyword is refused here
-        with the nearest name.
+    title : str or None, default None
+        The dashboard's heading and the title of the live and final figures; None shows
+        "toolkit simulation dashboard" as the heading and no figure title.
+    **simulate_kwargs
+        Any other ``simulate`` keyword (budget, mode, fault_rate, advanced, ...). They set
+        the controls' starting values (a value a control cannot show is refused, never
+        clamped) and are passed on at Run; a misspelled keyword is refused here with the
+        nearest name (TypeError), and ``on_row``, ``on_progress``, ``stop`` and ``progress``,
+        which the dashboard sets itself, with a ConfigError.
 
     After a run: ``dashboard.data`` is the ``SimulationData``, ``dashboard.figure()`` the
     final figure, ``dashboard.progress`` the live points, ``dashboard.rows`` the rows in the

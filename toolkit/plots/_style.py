@@ -59,7 +59,23 @@ def _style() -> Iterator[None]:
 
 
 def new_figure(width: float = 5.0, height: float = 3.2, nrows: int = 1, ncols: int = 1, **kwargs):
-    """A ``(Figure, axes)`` pair in the toolkit style, created without pyplot."""
+    """A ``(Figure, axes)`` pair in the toolkit style, created without pyplot.
+
+    Parameters
+    ----------
+    width, height : float
+        Figure size in inches (default 5.0 x 3.2). The figure uses constrained layout.
+    nrows, ncols : int
+        Grid of axes passed to ``Figure.subplots`` (default 1 x 1).
+    **kwargs
+        Passed on to ``Figure.subplots`` (``sharex``, ``gridspec_kw``, ...).
+
+    Returns
+    -------
+    tuple
+        ``(figure, axes)``: a matplotlib ``Figure`` and what ``Figure.subplots`` returns (one
+        ``Axes`` for a 1 x 1 grid, else an array of them unless ``squeeze=False`` is passed).
+    """
     with _style():
         figure = Figure(figsize=(width, height), layout="constrained")
         axes = figure.subplots(nrows, ncols, **kwargs)
@@ -72,7 +88,26 @@ def interval_band(ax, x, low, high, color, label=None, alpha=0.2):
 
 
 def export_figure(figure: Figure, path: str | Path, formats: tuple[str, ...] = ("pdf", "svg", "png")) -> list[Path]:
-    """Write ``figure`` as each format next to ``path`` (suffix replaced); return the paths."""
+    """Write ``figure`` as each format next to ``path`` (suffix replaced); return the paths.
+
+    Parameters
+    ----------
+    figure : matplotlib.figure.Figure
+        The figure to write; it is saved under the toolkit style (tight bounding box,
+        TrueType fonts).
+    path : str or pathlib.Path
+        Base path of the files; its suffix, if any, is replaced by each format's. Missing
+        parent directories are created.
+    formats : tuple of str
+        File formats to write, in order (default ``("pdf", "svg", "png")``); any format
+        ``Figure.savefig`` knows. PNG is rendered at 300 dpi, the others at matplotlib's
+        default (``dpi=None``).
+
+    Returns
+    -------
+    list of pathlib.Path
+        The files written, one per format, in the order of ``formats``.
+    """
     base = Path(path)
     written = []
     with _style():

@@ -21,10 +21,32 @@ def coverage_heatmap(report_or_rows: Any, factors: Mapping[str, Sequence] | None
                      constraints: Any = None, title: str | None = None):
     """Share of each factor pair's value combinations that the rows cover (k x k grid).
 
-    ``report_or_rows``: a strength-2 :class:`~toolkit.situations.covering.CoverageReport`, a
-    ``CoveringArray``, or rows accepted by :func:`toolkit.coverage` (then ``factors`` and
-    ``constraints`` are passed on). Cells read "covered/planned"; a pair with nothing planned
-    is grey.
+    Cells read "covered/planned"; a pair with nothing planned is grey.
+
+    Parameters
+    ----------
+    report_or_rows : CoverageReport, CoveringArray or rows
+        A strength-2 :class:`~toolkit.situations.covering.CoverageReport` (drawn as it is), a
+        ``CoveringArray``, or rows accepted by :func:`toolkit.coverage` (the map is then
+        computed at strength 2).
+    factors : mapping or sequence of int, optional
+        Passed on to :func:`toolkit.coverage` when ``report_or_rows`` is not a report; ignored
+        for a report. Default None: the factors are those of the array, or the keys and values
+        seen in the rows.
+    constraints : optional
+        Forbidden combinations and/or predicates, passed on to :func:`toolkit.coverage` (tuples
+        they forbid are not planned). Ignored for a report. Default None.
+    title : str, optional
+        Axes title. Default None: "pairwise coverage {covered}/{planned} over {n} rows".
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Raises
+    ------
+    ConfigError
+        If a report of strength other than 2 is given.
     """
     report = report_or_rows
     if not isinstance(report, CoverageReport):
@@ -75,8 +97,28 @@ def _sequential_cmap():
 def coverage_curves(*curves, title: str | None = None, log_x: bool = False):
     """Coverage (= chance to trigger a random t-factor bug) against the number of rows.
 
-    Takes :class:`~toolkit.situations.covering.CoverageCurve` objects; random-design curves draw their
-    2.5-97.5% band and, dashed, the closed-form expectation.
+    Random-design curves draw their 2.5-97.5% band and, dashed, the closed-form expectation;
+    their legend entry carries the number of random draws.
+
+    Parameters
+    ----------
+    *curves : CoverageCurve
+        One or more :class:`~toolkit.situations.covering.CoverageCurve` objects (from
+        :func:`toolkit.coverage_curve` or :func:`toolkit.random_design_curve`), one line each.
+        The y label, and the default title, use the first curve's strength and planned tuples.
+    title : str, optional
+        Axes title. Default None: "chance to trigger a random {t}-factor bug ({planned} tuples)".
+    log_x : bool
+        Draw the rows axis on a log scale. Default False.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Raises
+    ------
+    ConfigError
+        If no curve is given.
     """
     if not curves:
         raise ConfigError("coverage_curves needs at least one CoverageCurve")
@@ -108,8 +150,26 @@ def design_sizes(table: Sequence[Mapping[str, Any]], *, label_key: str = "config
                  title: str | None = None):
     """Grouped bars (log scale) of design sizes per configuration.
 
-    ``table``: one dict per configuration, e.g. ``{"config": "3^13", "covering array": 15,
-    "random (99%)": 64, "exhaustive": 1594323}``; every numeric key becomes a bar series.
+    Parameters
+    ----------
+    table : sequence of mapping
+        One dict per configuration, e.g. ``{"config": "3^13", "covering array": 15,
+        "random (99%)": 64, "exhaustive": 1594323}``. Every key of the first dict other than
+        ``label_key`` becomes a bar series (values are numbers; a missing key or None leaves
+        that bar out). Each bar is annotated with its value.
+    label_key : str
+        Key holding each configuration's tick label. Default ``"config"``.
+    title : str, optional
+        Axes title. Default None: "rows needed to cover every pair".
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Raises
+    ------
+    ConfigError
+        If ``table`` is empty.
     """
     if not table:
         raise ConfigError("design_sizes needs at least one row")

@@ -29,10 +29,32 @@ def pass_rate_vs_fault_rate(
 ) -> Figure:
     """pass@1 against fault_rate, one line per agent, each point with its task-bootstrap interval.
 
-    ``runs``: ``{label: {fault_rate: graded rows}}`` (rows carry ``reward``; the task is the
-    row's task key, see ``tk.pass_at``). A fault rate whose rows have fewer than 3 tasks is
-    drawn without an interval (pass_at returns none and says why). With several agents the points
-    are dodged sideways by about 0.01 so their intervals do not overlap.
+    A fault rate whose rows have fewer than 3 tasks is drawn without an interval (pass_at
+    returns none and says why); one with no graded row is left out. With several agents the
+    points are dodged sideways by about 0.01 so their intervals do not overlap.
+
+    Parameters
+    ----------
+    runs : mapping
+        ``{label: {fault_rate: graded rows}}``: one line per label, one point per fault rate
+        (a number in [0, 1]). Rows carry ``reward``; the task is the row's task key, see
+        ``tk.pass_at``. The legend gives each line's number of tasks.
+    title : str, optional
+        Axes title. Default None: no title.
+    seed : int
+        Seed of each point's bootstrap, passed to ``tk.pass_at``. Default 0.
+    width, height : float
+        Figure size in inches. Default 5.0 x 3.6.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Raises
+    ------
+    ValueError
+        If ``runs`` (or one label's mapping) is not a non-empty mapping, or a fault-rate key
+        is not a number in [0, 1].
     """
     if not isinstance(runs, Mapping) or not runs:
         raise ValueError("runs must be a non-empty mapping {label: {fault_rate: rows}}")

@@ -40,7 +40,42 @@ def kl_by_task(
     percentile-bootstrap interval of the per-task ratio sum(logprob - ref) / sum(n_tokens)
     over that task's rollouts (``scipy.stats.bootstrap``, paired resampling of rows), and
     the pooled KL as a vertical line. Tasks are sorted by KL; at most ``max_tasks`` shown.
-    Rows with no reference logprob raise :class:`toolkit.LogprobError` saying how to get one."""
+    A task with fewer than 3 usable rollouts (or the same ratio on every one) is drawn
+    without an interval; each label carries the task's number of rows.
+
+    Parameters
+    ----------
+    rows : rows
+        Rows carrying ``logprob`` and ``n_tokens`` (list of dicts, DataFrame, SimulationData
+        or JSONL path), as :func:`toolkit.mean_kl` reads them.
+    ref : str or rows
+        The field holding the reference's summed logprob of the same completion (default
+        ``"ref_logprob"``), or a second row list whose ``logprob`` is the reference's,
+        matched row by row as in :func:`toolkit.mean_kl`.
+    level : float
+        Confidence level of the per-task bootstrap intervals (default 0.95); also shown in
+        the title.
+    n_resamples : int
+        Bootstrap resamples per task. Default 2000.
+    max_tasks : int
+        Most tasks drawn (default 30): those with the largest KL.
+    seed : int
+        Seed of the numpy generator behind every bootstrap. Default 0.
+    width : float
+        Figure width in inches. Default 5.0.
+    height : float, optional
+        Figure height in inches. Default None: ``max(2.4, 0.28 * tasks drawn + 1.2)``.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Raises
+    ------
+    toolkit.errors.LogprobError
+        If no row has both its logprob and a reference logprob; the message says how to get
+        one.
+    """
     from scipy.stats import bootstrap
 
     source = as_row_list(rows)
@@ -99,8 +134,25 @@ def judge_confusion(
 ) -> Figure:
     """A judge against gold: the 2x2 confusion counts (left) and agreement, leak rate
     (passes when gold fails) and miss rate (fails when gold passes) with Wilson 95%
-    intervals (right). ``audit`` is a ``JudgeTrust``, a ``JudgeAgreement`` or judged rows
-    (audited with ``tk.judge_agreement(rows, gold=gold)``)."""
+    intervals (right). A dotted line marks the trust bar 0.8.
+
+    Parameters
+    ----------
+    audit : JudgeTrust, JudgeAgreement or rows
+        A ``JudgeTrust``, a ``JudgeAgreement`` (anything with ``confusion`` and
+        ``agreement``; its confusion counts are drawn), or judged rows (audited with
+        ``tk.judge_agreement(rows, gold=gold)``).
+    gold : str or rows
+        Passed to ``tk.judge_agreement`` when ``audit`` is rows: the gold-label field
+        (default ``"gold_reward"``) or a second row collection carrying the labels. Ignored
+        when ``audit`` is already an audit result.
+    width, height : float
+        Figure size in inches. Default 6.4 x 2.8.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
     if hasattr(audit, "confusion") and hasattr(audit, "agreement"):
         confusion = audit.confusion
     else:
@@ -144,7 +196,20 @@ def judge_confusion(
 def rl_band(selection: Any, *, width: float = 5.0, height: float = 2.8) -> Figure:
     """Each group's pass rate (one dot per task, jittered vertically by a fixed hash) with the
     band ``select_for_rl`` kept shaded: kept groups in blue, dropped ones coloured by the
-    reason they were dropped. ``selection`` is an ``RLSelection``."""
+    reason they were dropped.
+
+    Parameters
+    ----------
+    selection : RLSelection
+        The result of ``tk.select_for_rl``: its ``group_pass_rates``, ``band``, ``groups``
+        (kept) and ``dropped_groups`` (key -> reason) are drawn.
+    width, height : float
+        Figure size in inches. Default 5.0 x 2.8.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
     rates = selection.group_pass_rates
     lo, hi = selection.band
     figure, ax = new_figure(width, height)

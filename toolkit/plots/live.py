@@ -35,13 +35,34 @@ def run_progress_figure(progress: Any, *, title: str | None = None, width: float
                         legend: bool = True) -> Figure:
     """Two panels against rows landed: pass@1 and pass@k with 95% bands; mean KL per token.
 
-    ``progress`` is a :class:`toolkit.RunProgress`, a sequence of ``ProgressPoint`` s, or
-    rows (recomputed with :func:`toolkit.run_progress`, no reference: KL only when the rows
-    carry ``ref_logprob``). Bands are percentile bootstraps over tasks; a panel with
-    nothing to draw says why in its middle instead of staying silently empty.
-    ``layout=None`` uses fixed margins and ``legend=False`` puts the legend's facts (which
-    colour is which curve, n) in the panel titles: the live frames use both, because
-    constrained layout doubles the drawing time of a frame and the two legends add ~40%.
+    Bands are percentile bootstraps over tasks; a panel with nothing to draw says why in its
+    middle instead of staying silently empty. The live frames use ``layout=None`` and
+    ``legend=False``, because constrained layout doubles the drawing time of a frame and the
+    two legends add ~40%.
+
+    Parameters
+    ----------
+    progress : RunProgress, sequence of ProgressPoint, or rows
+        A :class:`toolkit.sim.RunProgress` (its ``points``), a sequence of ``ProgressPoint`` s, or
+        rows (recomputed with :func:`toolkit.run_progress`, no reference: KL only when the rows
+        carry ``ref_logprob``).
+    title : str, optional
+        Figure title (``suptitle``) above both panels. Default None: none.
+    width, height : float
+        Figure size in inches. Default 7.5 x 3.6.
+    dpi : float, optional
+        Figure resolution, set with ``Figure.set_dpi`` when given. Default None keeps the
+        toolkit style's figure dpi.
+    layout : {"constrained", None}
+        ``"constrained"`` (default) uses matplotlib's constrained layout; None uses fixed
+        margins (faster to draw). Any other value raises ``ValueError``.
+    legend : bool
+        Draw the legends below the panels (default True). False puts the legend's facts
+        (which colour is which curve, n) in the panel titles instead.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
     """
     points = _progress_points(progress)
     if layout == "constrained":

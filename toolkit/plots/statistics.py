@@ -37,10 +37,34 @@ def pass_at_k_curve(
 ) -> Figure:
     """pass@k (solid) and pass^k (dashed) against k, each with its bootstrap band.
 
-    ``runs`` is rows, a :class:`~toolkit.stats.PassAt`, or a mapping ``label -> rows or
-    PassAt`` to draw several runs (before/after) on one axis. The band is the 95%
-    percentile bootstrap over tasks that :meth:`PassAt.curve` returns; the legend carries
-    the number of tasks behind each run. At k = 1 both curves equal pass@1.
+    The band is the 95% percentile bootstrap over tasks that :meth:`PassAt.curve` returns;
+    the legend carries the number of tasks behind each run. At k = 1 both curves equal
+    pass@1.
+
+    Parameters
+    ----------
+    runs : rows, PassAt or mapping
+        Rows, a :class:`~toolkit.stats.PassAt`, or a mapping ``label -> rows or PassAt`` to
+        draw several runs (before/after) on one axis. Rows are scored with ``tk.pass_at``.
+    ks : sequence of int, optional
+        The k values drawn, passed to :meth:`PassAt.curve`. Default None: 1 .. the smallest
+        size among tasks with at least 2 graded rows.
+    title : str, optional
+        Axes title. Default None: "pass@k and pass^k, 95% bootstrap intervals over tasks".
+    seed : int
+        Bootstrap seed used when rows are given (``tk.pass_at(rows, seed=seed)``); a given
+        ``PassAt`` keeps its own. Default 0.
+    width, height : float
+        Figure size in inches. Default 5.0 x 3.8.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Raises
+    ------
+    ValueError
+        If ``runs`` is an empty mapping.
     """
     if isinstance(runs, Mapping):
         items = list(runs.items())
@@ -129,9 +153,33 @@ def delta_forest(report: Any, *, title: str | None = None, width: float = 5.5) -
 
     A vertical line marks zero. A line is solid when the report detected a difference
     (its verdict: interval excluding zero and sign-flip p under alpha), hollow otherwise;
-    a table without verdicts falls back to "interval excludes zero". Lower-is-better metrics are drawn as measured (a fall is good) and
-    flagged "(lower is better)" in the label, so the axis never silently flips. Each label
-    carries the number of paired tasks.
+    a table without verdicts falls back to "interval excludes zero". Lower-is-better metrics
+    are drawn as measured (a fall is good) and flagged "(lower is better)" in the label, so
+    the axis never silently flips. Each label carries the number of paired tasks.
+
+    Parameters
+    ----------
+    report : DeltaReport, Comparison or DataFrame
+        A ``tk.delta_report`` result (anything with ``to_pandas()``), a ``tk.compare_runs``
+        ``Comparison`` (one line), or a DataFrame with columns ``metric``, ``delta``,
+        ``ci_low`` and ``ci_high`` (optional: ``verdict`` / ``gain_verdict``, ``slice``,
+        ``n_paired``, ``lower_is_better`` / ``direction``). The x label states the interval
+        level: the report's ``level``, else ``1 - alpha``, else 95% for a bare table.
+    title : str, optional
+        Axes title. Default None: "Paired change per metric".
+    width : float
+        Figure width in inches (default 5.5); the height grows with the number of lines.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Raises
+    ------
+    TypeError
+        If ``report`` is none of the accepted kinds.
+    ValueError
+        If the table lacks one of ``metric``, ``delta``, ``ci_low``, ``ci_high``.
     """
     frame = _forest_frame(report).reset_index(drop=True)
     n = len(frame)
@@ -184,8 +232,19 @@ def delta_forest(report: Any, *, title: str | None = None, width: float = 5.5) -
 def bias_study_figure(study: Any, *, width: float = 5.0, height: float = 3.2) -> Figure:
     """Estimated minus true pass@k against k for the plug-in and the unbiased estimator.
 
-    ``study`` is a :func:`toolkit.pass_at_k_bias_study` result; the unbiased line carries a
-    ±1.96 standard-error band of its Monte Carlo mean, so "zero bias" is read with its noise.
+    The unbiased line carries a ±1.96 standard-error band of its Monte Carlo mean, so "zero
+    bias" is read with its noise.
+
+    Parameters
+    ----------
+    study : PassAtKBiasStudy
+        A :func:`toolkit.pass_at_k_bias_study` result.
+    width, height : float
+        Figure size in inches. Default 5.0 x 3.2.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
     """
     frame = study.to_pandas()
     figure, ax = new_figure(width, height)
@@ -205,7 +264,22 @@ def bias_study_figure(study: Any, *, width: float = 5.0, height: float = 3.2) ->
 
 
 def coverage_study_figure(study: Any, *, width: float = 4.2, height: float = 3.0) -> Figure:
-    """Observed coverage of task- and row-resampled intervals, with Wilson intervals."""
+    """Observed coverage of task- and row-resampled intervals, with Wilson intervals.
+
+    A dashed line marks the nominal level.
+
+    Parameters
+    ----------
+    study : IntervalCoverageStudy
+        A :func:`toolkit.interval_coverage_study` result (its task and row coverages, their
+        ``ci95`` intervals and ``level`` are drawn).
+    width, height : float
+        Figure size in inches. Default 4.2 x 3.0.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
     figure, ax = new_figure(width, height)
     names = ["resample tasks", "resample rows"]
     values = [study.task_coverage, study.row_coverage]
@@ -227,8 +301,22 @@ def coverage_study_figure(study: Any, *, width: float = 4.2, height: float = 3.0
 def power_study_figure(study: Any, *, holdout: int | None = None, width: float = 5.0, height: float = 3.2) -> Figure:
     """Simulated power of the paired sign-flip test against the number of tasks.
 
-    ``holdout`` (e.g. ``tk.holdout_size(effect).n``) is drawn as a vertical line, so the
-    closed-form sizing can be checked against the simulation.
+    A dotted line marks 80% power.
+
+    Parameters
+    ----------
+    study : PairedPowerStudy
+        A :func:`toolkit.paired_power_study` result; its power per number of tasks is drawn
+        with its interval band.
+    holdout : int, optional
+        A number of tasks (e.g. ``tk.holdout_size(effect).n``) drawn as a vertical line, so the
+        closed-form sizing can be checked against the simulation. Default None: no line.
+    width, height : float
+        Figure size in inches. Default 5.0 x 3.2.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
     """
     frame = study.to_pandas()
     figure, ax = new_figure(width, height)

@@ -15,6 +15,20 @@ def whatif_figure(verdict, width: float = 5.5, height: float | None = None):
     (black diamond) with its bootstrap CI (bar), and the ±practical-delta band around 0.
 
     Jitter is a hash of the trace id, so the same verdict draws the same picture.
+
+    Parameters
+    ----------
+    verdict : toolkit.whatif.Verdict
+        The what-if verdict: its ``cohorts``, ``trace_results``, ``label`` and the policy's
+        ``practical_delta_epsilon`` (the band's half-width) are drawn.
+    width : float
+        Figure width in inches. Default 5.5.
+    height : float, optional
+        Figure height in inches. Default None: ``1.2 + 0.9 * max(1, number of cohorts)``.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
     """
     cohorts = list(verdict.cohorts)
     height = height or 1.2 + 0.9 * max(1, len(cohorts))

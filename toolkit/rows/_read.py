@@ -34,6 +34,14 @@ class Rows(list):
     ``"hf_flat"`` (``*_json`` string columns) or ``"v0"`` (unstamped, none of those);
     ``path``: the file read (``None`` for a stream); ``meta``: its ``.meta.json`` sidecar, if
     any. Slicing returns a plain list.
+
+    Parameters
+    ----------
+    rows : iterable of dict, optional
+        The initial rows, taken as they are (neither validated nor copied one by one);
+        default empty. The reader's attributes start at their empty values (``skipped`` 0,
+        ``skipped_lines`` [], ``torn_tail`` False, ``shapes`` {}, ``path`` and ``meta``
+        None) whatever the rows; :func:`read_rows` fills them in.
     """
 
     def __init__(self, rows: Iterable[dict[str, Any]] = ()) -> None:
@@ -92,6 +100,33 @@ def read_rows(path_or_file: Any, strict: bool = True) -> Rows:
     warning names them. A final line without a newline that does not parse is a torn write
     (a process killed mid-line): it is skipped with a warning even when ``strict``, and
     ``.torn_tail`` is set, because every row written before it is intact.
+
+    Parameters
+    ----------
+    path_or_file : str, os.PathLike or file
+        A path to the JSONL file, or an open file (text or binary; anything with ``read``
+        and ``readline``), read line by line from its current position. Bytes are decoded
+        as UTF-8; a line that is not UTF-8 is malformed. A path is closed after reading; an
+        open file is left open. Only a path gets its ``.meta.json`` sidecar read (a sidecar
+        that is not valid JSON leaves ``.meta`` None with a warning).
+    strict : bool, optional
+        Default True: the first malformed line raises. False: malformed lines are skipped
+        and counted, with one warning naming them. A torn final line is skipped either way.
+
+    Returns
+    -------
+    Rows
+        The loaded rows, with ``skipped``, ``skipped_lines``, ``torn_tail``, ``shapes``,
+        ``path`` (None for an open file) and ``meta``.
+
+    Raises
+    ------
+    FileNotFoundError
+        When the path does not exist.
+    TypeError
+        When ``path_or_file`` is neither a path nor an open file.
+    RowError
+        Under ``strict`` for the first malformed line (not the torn final one).
     """
     lines, name, path, handle = _lines(path_or_file)
     rows = Rows()
@@ -181,6 +216,23 @@ def to_pandas(rows: Any):
     else task_id, else the prompt; first column), ``n_steps`` and ``n_tool_calls`` (steps with
     a ``tool``). A row field that is itself named ``task`` is kept as ``task (row field)``.
     Missing fields are pandas' NaN, as usual in a DataFrame.
+
+    Parameters
+    ----------
+    rows : list of dict, SimulationData, DataFrame or path
+        The rows: a list of row dicts, anything with ``.rows``, a pandas DataFrame or a path
+        to a JSONL file (read with :func:`read_rows`). The rows are not changed.
+
+    Returns
+    -------
+    pandas.DataFrame
+        One row per rollout, in input order; no rows give a frame with only the derived
+        columns.
+
+    Raises
+    ------
+    TypeError
+        When ``rows`` is not a row container.
     """
     import pandas as pd
 

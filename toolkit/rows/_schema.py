@@ -262,6 +262,21 @@ def validate_row(row: Any) -> None:
     str``, followed by up to three more problems after ``; also:``. An unstamped (version 0) row
     only needs to be a non-empty dict. numpy numbers are checked as the JSON they become.
     A ``bool`` reward is refused: it is not a score (``True`` would count as 1.0 silently).
+
+    Parameters
+    ----------
+    row : Any
+        The value to check; anything that is not a mapping fails. It is not changed.
+
+    Returns
+    -------
+    None
+        A valid row returns quietly.
+
+    Raises
+    ------
+    RowError
+        When ``row`` is not a valid row.
     """
     _raise_problems(_row_problems(row))
 

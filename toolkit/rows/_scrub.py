@@ -59,6 +59,21 @@ def scrub(row: Mapping[str, Any]) -> dict[str, Any]:
       :func:`messages_from_steps` when the row has a string prompt and a list of dict steps
       (a leading system message of the old ``messages`` is kept); otherwise (a version-0
       training row that has only ``messages``) the scrubbed messages stay as they are.
+
+    Parameters
+    ----------
+    row : mapping
+        The row to scrub; it is read, never changed.
+
+    Returns
+    -------
+    dict
+        The scrubbed copy.
+
+    Raises
+    ------
+    RowError
+        When ``row`` is not a mapping.
     """
     if not isinstance(row, Mapping):
         raise RowError(f"scrub: expected a row (dict), got {_python_type_word(row)}")

@@ -60,6 +60,32 @@ def messages_from_steps(
 
     One assistant message per tool step: the row does not record which calls were issued in
     parallel, and sequential calls are the reading that never invents concurrency.
+
+    Parameters
+    ----------
+    prompt : str
+        The opening user message.
+    steps : sequence of mapping
+        The row's steps, in order; each must hold ``"tool"``, ``"user"`` or ``"text"``
+        (checked in that order, so a tool step with ``text`` is a tool step). A tool step's
+        ``arguments`` that is already a string is used as it is (not encoded twice); a
+        missing or None ``arguments`` becomes ``"{}"``.
+    system_prompt : str or None, optional
+        Content of a leading system message; default None, no system message.
+    prefix : sequence of mapping, optional
+        Chat messages placed before the prompt, deep-copied as they are (not validated);
+        default none.
+
+    Returns
+    -------
+    list of dict
+        New message dicts; the inputs are not changed.
+
+    Raises
+    ------
+    RowError
+        When ``prompt`` is not a string, or a step is not a mapping or has none of
+        ``"user"``, ``"tool"`` and ``"text"``.
     """
     if not isinstance(prompt, str):
         raise RowError(f"messages_from_steps: prompt: expected a string, got {_python_type_word(prompt)}")
@@ -296,6 +322,23 @@ def from_row(row: Mapping[str, Any]) -> tuple[Task, Rollout, Judgment | None, li
     a :class:`Marker`. :func:`to_row` of the result equals the row: every field the schema
     knows, explicit nulls, and unknown fields (kept in ``Rollout.extra``). A version-0 row whose
     fields have unexpected shapes keeps them as they are.
+
+    Parameters
+    ----------
+    row : mapping
+        The row to split; it is not changed.
+
+    Returns
+    -------
+    tuple
+        ``(task, rollout, judgment, markers)``: a :class:`Task`, a :class:`Rollout`, a
+        :class:`Judgment` or None, and a list of :class:`Marker` in the order of
+        ``row["markers"]`` (empty when the row has none).
+
+    Raises
+    ------
+    RowError
+        When :func:`validate_row` refuses ``row``.
     """
     validate_row(row)
     task_values, task_empty = _split(row, _TASK_DIRECT, _TASK_BUCKETS)
@@ -355,9 +398,42 @@ def to_row(
 ) -> dict[str, Any]:
     """Flatten the four objects back into one row (the inverse of :func:`from_row`).
 
-    ``markers`` may also be a plain ``{name: value}`` mapping. The row is validated before it is
-    returned. A field set twice (``Rollout.extra`` holding a known field, ``Task.extra`` holding
-    a name that is not a situation field) raises :class:`~toolkit.RowError`.
+    The row is validated before it is returned. A field set twice (``Rollout.extra`` holding
+    a known field, ``Task.extra`` holding a name that is not a situation field) raises
+    :class:`~toolkit.RowError`. Values are deep-copied, so the row never aliases the objects.
+
+    Parameters
+    ----------
+    task : Task
+        The situation fields.
+    rollout : Rollout
+        The episode fields; its ``schema_version`` (when not None) is written first, and its
+        ``extra`` fields ride along as they are.
+    judgment : Judgment or None, optional
+        The verdict; default None, no grading fields. Its ``rollout_id``, when set, must equal
+        ``rollout.rollout_id`` (when that is set too).
+    markers : iterable of Marker or mapping, optional
+        :class:`Marker` objects, or a plain ``{name: value}`` mapping (names ``str()``-ed, no
+        evidence); default none. They become ``markers`` and, for markers with evidence,
+        ``marker_evidence``. With no markers the row gets no ``markers`` field, unless the
+        rollout recorded an empty one (``"markers"`` in ``rollout.empty_fields``).
+
+    Returns
+    -------
+    dict
+        The row.
+
+    Raises
+    ------
+    TypeError
+        When ``task``, ``rollout`` or ``judgment`` is not of its class, or a marker is not a
+        :class:`Marker`.
+    RowError
+        For a field set twice, a bucket (``Task.world``, ``Rollout.metrics``, ...) or
+        ``Judgment.extra`` holding a name it does not own, a ``judgment.rollout_id`` that is
+        not the rollout's, a marker name given twice, marker evidence set both on the
+        markers and in ``rollout.extra["marker_evidence"]``, or a result :func:`validate_row`
+        refuses.
     """
     for value, cls, name in ((task, Task, "task"), (rollout, Rollout, "rollout")):
         if not isinstance(value, cls):

@@ -67,26 +67,45 @@ class RowWriter:
     next row starts on a clean line and the file reads back without error. ``.repaired`` says
     which happened (``None``, ``"newline_added"``, ``"truncated"``).
 
-    ``mode``: ``"a"`` append (default), ``"w"`` truncate, ``"x"`` fail if the file exists.
     Thread-safe: rows are prepared in the calling thread and appended under a lock. Use as a
-    context manager, or call ``close()``.
+    context manager, or call ``close()`` (which fsyncs once more, whatever the policy).
 
-    ``fsync``: durability against an OS crash or power loss (a killed *process* never needs it:
-    the row is in the kernel once its single ``write(2)`` returns, and the kernel writes it out
-    whatever happens to the process).
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The JSONL file. Missing parent directories are created; when the file did not exist,
+        its directory is fsync'ed too, so the new entry survives an OS crash.
+    mode : {"a", "w", "x"}, optional
+        ``"a"`` append (default; an existing file's torn tail is repaired first, as above),
+        ``"w"`` truncate, ``"x"`` fail if the file exists.
+    fsync : {"row", "interval"}, optional
+        Durability against an OS crash or power loss (a killed *process* never needs it:
+        the row is in the kernel once its single ``write(2)`` returns, and the kernel writes
+        it out whatever happens to the process).
 
-    * ``"row"`` (default, what issue 5 names): ``os.fsync`` before every ``write()`` returns;
-      a row ``write()`` returned for survives an OS crash too. Costs one disk flush per row
-      (measured 3-5 ms on this machine's disk, more than the rest of the row's cost).
-    * ``"interval"``: the row still reaches the kernel before ``write()`` returns (same
-      kill-safety, byte for byte), but ``os.fsync`` runs at most every ``fsync_interval``
-      seconds, at a ``write()`` that finds the last fsync older than that, and at
-      ``close()``. After an OS crash or power loss, the rows written since the last fsync may
-      be missing: those of at most the last ``fsync_interval`` seconds before the final
-      ``write()`` (if writing pauses without ``close()``, the kernel's own writeback, ~30 s on
-      Linux, covers the tail). ``tk.simulate(output=...)`` uses this with 1 s.
+        * ``"row"`` (default, what issue 5 names): ``os.fsync`` before every ``write()``
+          returns; a row ``write()`` returned for survives an OS crash too. Costs one disk
+          flush per row (measured 3-5 ms on this machine's disk, more than the rest of the
+          row's cost).
+        * ``"interval"``: the row still reaches the kernel before ``write()`` returns (same
+          kill-safety, byte for byte), but ``os.fsync`` runs at most every
+          ``fsync_interval`` seconds, at a ``write()`` that finds the last fsync older than
+          that, and at ``close()``. After an OS crash or power loss, the rows written since
+          the last fsync may be missing: those of at most the last ``fsync_interval``
+          seconds before the final ``write()`` (if writing pauses without ``close()``, the
+          kernel's own writeback, ~30 s on Linux, covers the tail).
+          ``tk.simulate(output=...)`` uses this with 1 s.
+    fsync_interval : float, optional
+        Seconds, in (0, 60]; default 1.0. Only used with ``fsync="interval"`` (it is
+        validated whatever the policy).
 
-    ``fsync_interval``: seconds, in (0, 60]; only used with ``fsync="interval"``.
+    Raises
+    ------
+    ConfigError
+        For a ``mode`` or ``fsync`` not listed above, or an ``fsync_interval`` that is not a
+        number in (0, 60] (a bool is refused).
+    FileExistsError
+        With ``mode="x"`` when ``path`` exists.
     """
 
     def __init__(self, path: str | os.PathLike[str], mode: str = "a", *, fsync: str = "row", fsync_interval: float = 1.0) -> None:
@@ -182,6 +201,33 @@ def save_rows(
     ``toolkit_version``, ``system_prompt_shas`` (the distinct ``lineage.system_prompt_sha``
     values) and every key of ``meta`` (made JSON-safe). An empty ``rows`` raises
     :class:`~toolkit.RowError`: a 0-byte JSONL crashes loaders. Returns the JSONL path.
+
+    Parameters
+    ----------
+    rows : list of dict, SimulationData, DataFrame or path
+        The rows: a list of row dicts, anything with ``.rows``, a pandas DataFrame or a path
+        to a JSONL file. Must hold at least one row; the rows themselves are not changed
+        (the file gets scrubbed copies).
+    path : str or os.PathLike
+        Where to write the JSONL file; an existing file is replaced. Missing parent
+        directories are created. The sidecar goes next to it.
+    meta : mapping or None, optional
+        Extra keys for the sidecar; default None, none. It may not use the keys
+        ``save_rows`` writes itself (``schema_version``, ``n_rows``, ``created``,
+        ``toolkit_version``, ``system_prompt_shas``).
+
+    Returns
+    -------
+    pathlib.Path
+        ``path`` as a Path.
+
+    Raises
+    ------
+    RowError
+        When ``rows`` is empty, a row fails validation (the message names ``rows[i]``), or
+        ``meta`` uses a reserved key.
+    TypeError
+        When ``meta`` is not a mapping or None, or ``rows`` is not a row container.
     """
     path = Path(path)
     row_list = as_row_list(rows)

@@ -104,7 +104,30 @@ def _tool_step(call: Mapping[str, Any], where: str) -> dict[str, Any]:
 
 
 def tau_bench_row(entry: Mapping[str, Any], where: str = "entry") -> dict[str, Any]:
-    """One tau-bench result ``{task_id, reward, trial, info, traj}`` as a row v1 (see module)."""
+    """One tau-bench result ``{task_id, reward, trial, info, traj}`` as a row v1 (see module).
+
+    Parameters
+    ----------
+    entry : mapping
+        One element of a tau-bench results list. Required: ``task_id`` (int or str),
+        ``reward`` (a number, not a bool) and ``traj`` (a list of chat messages with at least
+        one user message); ``trial`` (int >= 0) defaults to 0; ``info`` is optional and used
+        only when it is a mapping. It is not changed.
+    where : str, optional
+        How error messages name the entry (``"<where>.traj: ..."``); default ``"entry"``.
+        :func:`read_tau_bench` passes ``"<file name>[<index>]"``.
+
+    Returns
+    -------
+    dict
+        The validated row.
+
+    Raises
+    ------
+    RowError
+        When a required field is missing or mistyped, ``traj`` has no user message, a tool
+        call has no name, or the built row fails :func:`validate_row`.
+    """
     if not isinstance(entry, Mapping):
         raise RowError(f"{where}: expected an object, got {type(entry).__name__}")
     for name in ("task_id", "reward", "traj"):
@@ -221,12 +244,30 @@ def tau_bench_row(entry: Mapping[str, Any], where: str = "entry") -> dict[str, A
 
 
 def read_tau_bench(path: str | os.PathLike[str]) -> Rows:
-    """Read a tau-bench results JSON file as :class:`~toolkit.Rows` (one row per trial).
+    """Read a tau-bench results JSON file as :class:`~toolkit.rows.Rows` (one row per trial).
 
     ``tk.pass_at(tk.read_tau_bench("gpt-4o-airline.json"))`` gives pass@1, pass^k and pass@k
     with intervals; ``tk.delta_report`` pairs two such files by task. ``Rows.path`` is the file
     and ``Rows.shapes`` is ``{"v1": n}``. A malformed entry raises :class:`~toolkit.RowError`
     naming its index and field.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The results file (UTF-8 JSON holding one list, ``run.py``'s output).
+
+    Returns
+    -------
+    Rows
+        One row per entry, in file order (:func:`tau_bench_row`); ``shapes`` is ``{}`` for
+        an empty list.
+
+    Raises
+    ------
+    RowError
+        When the file is not valid JSON, is not a JSON list, or holds a malformed entry.
+    OSError
+        When the file cannot be read (``FileNotFoundError`` for a missing one).
     """
     path = Path(path)
     try:

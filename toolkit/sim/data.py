@@ -113,6 +113,37 @@ class SimulationData:
     ``coverage``, ``search``, ``warnings`` (sentences naming the fix), ``degraded`` (machine
     flags), ``stopped_because``, ``metadata``, ``system_prompts``, ``knobs``, ``pass_at``,
     ``grade(judge=)``, ``to_pandas()``, ``save(path)``.
+
+    Built by :func:`toolkit.simulate`, :func:`load` and :meth:`grade`; constructing one by
+    hand wraps rows you already have. Nothing is validated or recomputed from the arguments.
+
+    Parameters
+    ----------
+    rows : list[dict] or RowStore
+        The scrubbed rows (``data.rows``). A :class:`RowStore` (what the engine passes) is
+        kept compact and decoded on first access; any other iterable of rows is copied into
+        a list at once.
+    trajectories : list[dict] or None, default None
+        The same rows with their ``privileged`` blocks (``data.trajectories``, what a judge
+        sees). None uses ``rows``. Ignored when ``rows`` is a RowStore (which holds both).
+    report : Mapping[str, Any] or None, default None
+        Keyword-only. The run record ``report()`` returns copies of (``coverage`` is read
+        from its ``"coverage"`` entry); None gives an empty record.
+    search : Mapping[str, Any] or None, default None
+        Keyword-only. The search record (arm weights and history, groups); None gives ``{}``.
+    warnings, degraded : list[str] or None, default None
+        Keyword-only. The run's warnings (sentences) and degraded flags; None gives ``[]``.
+    stopped_because : str or None, default None
+        Keyword-only. Why the run stopped (``"budget"``, ``"time_budget"``, ``"stopped"`` ...).
+    metadata : Mapping[str, Any] or None, default None
+        Keyword-only. Models, judge, seed and mode of the run; None gives ``{}``.
+    system_prompts : list[dict] or None, default None
+        Keyword-only. ``{"sha", "text"}`` entries; the first one's ``text`` is the policy
+        :meth:`grade` hands the conduct grader when no judge is given. None gives ``[]``.
+    knobs : RunKnobs or None, default None
+        Keyword-only. The resolved knobs, kept as ``data.knobs`` (not read otherwise).
+    seed : int, default 0
+        Keyword-only. The bootstrap seed of ``pass_at``.
     """
 
     def __init__(
@@ -308,7 +339,27 @@ def _share_text(share: Any) -> str:
 def load(path: Any) -> SimulationData:
     """A saved or streamed run back as :class:`SimulationData`: the rows JSONL plus, when
     present, the ``.meta.json`` sidecar's report. ``trajectories`` are the rows (privileged
-    blocks never reach disk)."""
+    blocks never reach disk).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The rows JSONL (``output=``, ``checkpoint=`` or ``data.save(path)``). Read with
+        ``strict=False``: malformed lines are skipped with a warning. The report, search,
+        warnings, stopped_because, metadata and system prompts come from the sidecar's
+        ``"simulation"`` entry when there is one (empty otherwise); its knobs are rebuilt as
+        :class:`toolkit.RunKnobs` when they still validate, else left in ``report()`` only.
+
+    Returns
+    -------
+    SimulationData
+        The rows, with ``seed`` from the report (0 when absent).
+
+    Raises
+    ------
+    ConfigError
+        ``path`` does not exist.
+    """
     target = Path(path)
     if not target.exists():
         raise ConfigError(f"{target} does not exist")

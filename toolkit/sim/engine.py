@@ -24,7 +24,7 @@ Memory. Rows are kept compactly (:class:`toolkit.sim.data.RowStore`: one compres
 pickle per row; the trajectory is kept as its difference from the written row) and decoded
 when ``data.rows`` / ``data.trajectories`` are first read; groups that reached k are dropped
 once nothing can add to them (single eval run); novelty compares against a fixed window of
-recent prompts (:class:`toolkit.NoveltyIndex`). A streamed run's memory grows by ~1.5 KB
+recent prompts (:class:`toolkit.sim.NoveltyIndex`). A streamed run's memory grows by ~1.5 KB
 per row instead of ~15 KB (two dict copies per row plus every group).
 
 Output durability. ``output=`` / ``checkpoint=`` rows go through :class:`toolkit.RowWriter`
@@ -40,7 +40,7 @@ Defaults that differ from the reference (and why):
   template writer and the template user; ``report()["offline_defaults"]`` says so.
 * ``mode="sft"`` uses ``repeat_policy="fixed"``: every prompt gets k rollouts (the reference's
   sft gave extra rollouts only to failure-worthy prompts, so k=4 was not guaranteed, docs/design/engine.md §11).
-* Zero arm yield is a fixed point of the arm update (:func:`toolkit.update_arm_weights`);
+* Zero arm yield is a fixed point of the arm update (:func:`toolkit.sim.update_arm_weights`);
   every batch's yields are recorded in ``search["arm_history"]``.
 * Delivered fault share is measured against the world's ledger (injected faults), over rows
   whose situation asked for a fault and whose agent called a tool (a rollout that calls no
@@ -284,23 +284,248 @@ def simulate(
     stop: Any = None,
     **unknown: Any,
 ) -> SimulationData:
-    """Simulate conversations with an agent and return its rows (see the module docstring, the
-    README's parameter and knob tables and ``docs/knobs.md``; every parameter of the seed's
-    table is accepted).
+    """Simulate conversations with an agent and return its rows.
 
-    ``simulator``: None / False (the offline template writer), a model spec string or
-    ``tk.model_agent(spec, ...)`` (a model writer: each situation card is phrased by that model;
-    ``report()["writer"]`` counts what it wrote and what the template had to fill), or a
-    callable ``simulator(situation, n, seed) -> list[str]``.
+    Every parameter and alias of the user's spec is accepted; each is documented below.
 
-    ``stop``: a ``threading.Event`` (anything with ``is_set()``); setting it from another
-    thread ends the run within one tick, keeping every row so far (``stopped_because =
-    "stopped"``). ``executor``: any ``concurrent.futures.Executor`` (e.g. dask's
-    ``client.get_executor()``) instead of the built-in thread pool. ``checkpoint``: a JSONL
-    path appended as rows land; calling again with the same path resumes without duplicates.
-    ``output=`` / ``checkpoint=`` rows reach the file (the kernel) before they count as landed,
-    so a killed process loses none; they are fsynced at least once a second and at the end
-    (an OS crash can cost the last second: ``report()["output_durability"]``).
+    Every keyword is resolved and checked once, before anything runs, by
+    :meth:`toolkit.sim.SimulateConfig.build` (aliases, the mode's presets, defaults). Everything
+    else the engine uses is an ``advanced={...}`` knob: defined, bounded and explained once in
+    :class:`toolkit.RunKnobs` (``tk.RunKnobs.describe()``), tabled in ``docs/knobs.md`` and the
+    README; ``data.report()["knobs"]`` records every resolved value. Aliases name one parameter:
+    give one spelling, or several with the same value (different values are a ConfigError).
+
+    Parameters
+    ----------
+    agent : callable, SeededAgent, str or None, default None
+        The agent under test: a chat-shaped ``agent(messages, tools) -> message`` or a
+        message-shaped callable (:func:`toolkit.agents.agent_shape`; a message-shaped agent is
+        called once per rollout and gets no simulated person), a seeded policy
+        (``tk.seeded_agent``), or a model spec string (``"openai:gpt-4o-mini"``, built with
+        ``timeout``). None: the offline seeded agent on ``tools``, seeded with ``seed``
+        (``report()["offline_defaults"]`` says so).
+    spec : str, os.PathLike, Mapping or None, default None
+        Keyword-only, like every parameter after ``agent``. A folder holding ``tools.json``
+        and the policy (the first of ``system_prompt.md``, ``policy.md``,
+        ``system_prompt.txt``), or a dict with ``"tools"`` and ``"system_prompt"`` (or
+        ``"policy"``). ``tools=`` and ``system_prompt=`` given explicitly win over it.
+    tools : Any, default None
+        The agent's tools, any shape :func:`toolkit.world.normalize_tools` accepts (OpenAI /
+        Anthropic / bare function schemas, ToolSpecs, or a path to a JSON list). They define
+        the situation grid's tool axis and the mock world. None: a seeded agent's own tools;
+        with no agent either, the shipped ``tools/airline_support.json`` example and its policy;
+        otherwise no tools.
+    system_prompt, policy : str or None, default None
+        ``policy`` = ``system_prompt``. The agent's policy text: the system message of every
+        chat rollout, the source of the situation grid's rule axis, the policy of
+        ``grade=True``'s conduct grader, and recorded per row (``lineage``, ``policy_version``).
+        None: no system message (the shipped policy with the shipped example tools).
+    situations : int or None, default None
+        The most distinct situations (grid cells and other situation cards) the run opens, an
+        integer >= 1 (bools are refused). Once reached and nothing is owed, the run stops with
+        ``stopped_because="situations_exhausted"``. None: no cap.
+    traces : Any, default None
+        Earlier rows (a list, a JSONL path, SimulationData or a DataFrame) to learn from.
+        Their failing rows (a reward under ``advanced["pass_threshold"]``, an injected fault or
+        a failing tool status) pull grid weight toward their tool and tool condition
+        (``allocation_*`` knobs), and without ``tasks=`` up to ``advanced["failing_seeds_cap"]``
+        of their prompts run first as seed groups before the search continues. None: no traces.
+    tasks : SimulationData, Any or None, default None
+        Rows to replay instead of searching: one group per distinct prompt, with its
+        situation dimensions, world state and first fault mode. The run ends with
+        ``stopped_because="tasks_done"``. Unless k is given (``rollouts_per_request``), k becomes
+        the most rows any of its prompts has, and a ``"none"`` / ``"adaptive"`` policy becomes
+        ``"fixed"`` when k > 1. Read when the run starts (a bad value is a TypeError then).
+    runs : int, default 1
+        Eval runs, an integer >= 1. Runs after the first replay the first run's prompts
+        (repeat policy ``"fixed"``), each with its own ``budget``; ``lineage["eval_run"]`` says
+        which run a row belongs to. A run that ends stopped, interrupted, out of time or with a
+        failing agent ends the whole call. ``runs > 1`` with ``checkpoint=`` is a ConfigError.
+    grader : callable or None, default None
+        ``grader(row) -> {"reward": float, ...}`` (or a bare number), run right after each
+        rollout on the worker that ran it. ``reason``, ``failure_class``, ``label_source`` and
+        ``markers`` of the verdict are copied onto the row; a grader that raises or returns
+        something else leaves ``reward=None`` with ``judge_status`` ``"error"`` /
+        ``"invalid_result"`` and never loses the row. With a grader the search also mutates
+        graded failures (``advanced["mutate_graded_failures"]``) and the progress events carry a
+        pass rate. Not together with ``grade=True``. None: rows are not graded.
+    execute : callable or None, default None
+        ``execute(tool, arguments) -> result``: your own world, which answers every tool call
+        instead of the mock world. Its fault schedule is its own, so ``fault_rate`` has no
+        effect (a warning says so when ``fault_rate`` is named). None: the mock world.
+    requests_per_situation, phrasings, n : int or None, default None
+        ``phrasings`` = ``n`` = ``requests_per_situation``: how many phrasings (prompts) each
+        situation card gets, an integer >= 1 (the built-in writers draft a few more and the most
+        novel are kept). None: the mode's preset (explore 1, sft 3, rl 1, adaptive 3), or 1
+        when ``unique_situations=True`` is given without n or k.
+    rollouts_per_request, repeats, rollouts_per_prompt : int or None, default None
+        ``repeats`` = ``rollouts_per_prompt`` = ``rollouts_per_request``: k, the rollouts per
+        phrasing, an integer >= 1. How many a phrasing actually gets is the repeat policy's
+        call: ``"fixed"`` runs k, ``"successive"`` and ``"adaptive"`` run up to k, and ``"none"``
+        (explore's preset) runs one whatever k says (k then only sets the re-roll allowance of
+        a lost rollout and the family cap). None: the mode's preset (explore 1, sft 4, rl 8;
+        adaptive 3, or 2 when ``time_budget`` is under 90 s and ``until`` is not saturation),
+        and 1 under ``repeat_policy="none"``.
+    repeat_policy : str or None, default None
+        One of ``REPEAT_POLICIES``: ``"none"`` (one rollout per phrasing), ``"fixed"`` (k
+        each), ``"successive"`` (``advanced["probe"]`` rollouts, then groups whose outcomes split
+        are filled to k and unanimous ones stop, by the hazard rule of :mod:`toolkit.sim.search`),
+        ``"adaptive"`` (one rollout; a failure-worthy one is verified to k) or ``"unique"``
+        (``"none"`` with unique situations). None: the mode's preset (explore none, sft fixed,
+        rl successive, adaptive adaptive). An unknown name is a ConfigError.
+    unique_situations, unique : bool or None, default None
+        ``unique`` = ``unique_situations``. True: a grid cell is run at most once (the search
+        leaves cells already run), and with neither n nor k given both become 1. None: the
+        mode's preset (True under explore, unless a repeat policy other than ``"none"`` /
+        ``"unique"`` is given).
+    mode : str, default "explore"
+        A preset of ``MODES`` (n phrasings, k repeats, repeat policy, fault rate, unique
+        situations): ``"explore"`` (1, 1, none, 0.5, unique), ``"sft"`` (3, 4, fixed, 0.5),
+        ``"rl"`` (1, 8, successive, 0.8; region weights led by the behaviour gap) and
+        ``"adaptive"`` (3, 2 or 3, adaptive, 0.5). Explicit parameters override its values. An
+        unknown mode is a ConfigError.
+    fault_rate, risk : float or None, default None
+        ``risk`` = ``fault_rate``: the per-prompt chance, in [0, 1], that a faulted
+        situation's fault plan is kept (the world's ``per_call_fault_rate`` then sets how often
+        a kept plan fires). None: the mode's preset (0.8 under rl, else 0.5). A named rate
+        the run does not deliver is warned about.
+    hard_share : float or None, default None
+        Share, in [0, 1], of the structured arm's situations drawn from the hard tiers
+        (adversarial, boundary, ambiguous ...; :func:`toolkit.situations.mix_tiers` still draws a
+        few hard and one ordinary situation at 0 and 1). None: 0.40. A named share the run
+        does not deliver is warned about.
+    reproducible : bool or None, default False
+        True: round-synchronous scheduling (each round, ``advanced["per_round"]`` rows after a
+        smaller first one, is planned, run to the last rollout and processed in plan order), so one seed gives the
+        same rows at any concurrency and in any process; always on at ``concurrency=1``. False:
+        the loop streams. Combined with a ``time_budget`` it warns (which rows land before the
+        clock depends on speed).
+    budget : int or None, default 1000
+        Rows per eval run, an integer >= 1 (``stopped_because="budget"`` when reached). None:
+        ``advanced["hard_row_cap"]`` (50,000) for runs bounded by saturation or the clock.
+    time_budget : float or None, default None
+        Seconds of wall clock for the run: rollouts stop being opened when the time left is
+        under ``advanced["closing_margin"]`` median rollouts and the run ends with
+        ``stopped_because="time_budget"``. None or <= 0: no clock. Bools are refused.
+    until : str, default "compute"
+        ``"compute"`` (also spelled ``"budget"``, ``"budget_only"``, ``"time"``): run until the
+        budget, the clock, the situations or the tasks run out. ``"saturation"`` (or
+        ``"first"``): also stop when the search saturates, as the module docstring says
+        (``advanced["copies_needed"]``, ``advanced["saturation_flat_batches"]``). An unknown
+        name is a ConfigError.
+    logprobs : bool, "tokens" or None, default None
+        True records each agent turn's summed ``logprob`` and ``n_tokens`` (and the row's);
+        ``"tokens"`` also keeps the per-token list. Needed for KL (:func:`toolkit.mean_kl`,
+        the dashboard). None / False: not recorded.
+    sampling : Mapping[str, Any] or None, default None
+        How your own callable samples (``{"temperature": 0.7}``), recorded on every row
+        (``row["sampling"]``) unless the agent reports its own. It is not sent to the agent.
+    simulator : Any, default None
+        The situation writer: None / False (the offline template writer; None is noted in
+        ``report()["offline_defaults"]``), a model spec string or ``tk.model_agent(spec, ...)``
+        (a model writer: each situation card is phrased by that model, ``writer_concurrency``
+        calls at a time; ``report()["writer"]`` counts what it wrote and what the template had
+        to fill), or a callable ``simulator(situation, n, seed) -> list[str]``. Anything else
+        is a ConfigError.
+    user_model : str, callable or None, default None
+        The simulated person of chat-shaped agents: a model spec string or a chat callable
+        that phrases the person's lines (the template line replaces a line it gets wrong).
+        None: the offline template user. Message-shaped agents get no person, so it has no
+        effect there.
+    timeout : float or None, default 300
+        Seconds per agent completion, > 0; a completion that takes longer loses the rollout
+        (``lost_reason="timeout"``; re-rolled while re-rolls are left). Also the backend
+        timeout of an ``agent`` given as a spec string. None: no limit on the wait (a spec
+        string's backend keeps 300 s). Not applied to a seeded agent (in-process, it cannot
+        hang).
+    grade : bool, "conduct" or None, default False
+        True or ``"conduct"``: grade every row with the deterministic conduct grader of the
+        policy (:func:`toolkit.conduct_grader`), as ``grader=`` would. Not together with
+        ``grader=`` (ConfigError). False / None: no conduct grading.
+    llm_grade : str, callable or False, default False
+        A judge (a model spec such as ``"openai:<model>"``, or a judge callable) that grades
+        every row with :func:`toolkit.grade` once the run ends: ``llm_reward`` and
+        ``llm_reason`` on the returned rows (``output=`` / ``checkpoint=`` files were written as
+        rows landed and do not carry them). ``True`` is a ConfigError (it names no judge).
+        False / None: no judge.
+    output : str, os.PathLike or None, default None
+        A JSONL path the scrubbed rows are streamed to as they land (the file is rewritten),
+        with ``<name>.progress.json`` refreshed during the run and ``<name>.meta.json`` (the
+        report, read back by :func:`toolkit.load`) written at the end. Rows reach the file (the
+        kernel) before they count as landed, so a killed process loses none; they are fsynced
+        at least once a second and at the end (an OS crash can cost the last second:
+        ``report()["output_durability"]``). None: rows are kept in memory only.
+    advanced : Mapping[str, Any] or None, default None
+        Knob values by name, every key of :class:`toolkit.RunKnobs` (``docs/knobs.md``): an
+        unknown key or a value out of bounds is a :class:`toolkit.KnobError` naming the nearest
+        key or the bound. Anything but a dict is a ConfigError. None: every default.
+    seed, concurrency, patience, avg_turns : Any, default None
+        Shortcuts for the ``advanced`` knobs of the same names; naming one here and in
+        ``advanced`` with different values is a ConfigError. ``seed`` (int, default 0): every
+        draw of the run derives from it. ``concurrency`` (int, default 32): rollouts in flight
+        (the thread pool's size, or tasks handed to ``executor``; a seeded agent runs on the
+        engine's thread), 1 forces ``reproducible``. ``patience`` (default ``"normal"``): how
+        long the simulated person keeps answering questions (``"normal"``, ``"short"``,
+        ``"endless"``, ``{"second": p, "later": q}`` or ``(p, q)``). ``avg_turns`` (int, default
+        12): target conversation length; the person speaks at most ``avg_turns // 2`` times, and
+        a named value the conversations fall far short of is warned about. ``patience`` and
+        ``avg_turns`` only matter for chat-shaped agents.
+    max_turns : int or None, default None
+        Cap on agent completions per rollout, an integer >= 1 (``ended_by="turn_cap"`` when
+        hit). None: ``clamp((4096 - 2048 - min(1536, 64 x number of tools)) // 128, 8, 40)``.
+    executor : concurrent.futures.Executor or None, default None
+        Any ``concurrent.futures.Executor`` (e.g. dask's ``client.get_executor()``) instead of
+        the built-in thread pool; it runs one :class:`toolkit.sim.RolloutJob` per rollout.
+        Anything else is a TypeError. None: ``concurrency`` threads (the seeded agent runs
+        inline on the engine's thread instead; ``report()["execution"]`` says which).
+    checkpoint : str, os.PathLike or None, default None
+        A JSONL path appended as rows land; calling again with the same path resumes without
+        duplicates (a row already there is reused instead of re-run when the run plans it
+        again; rows it does not re-plan are kept, with a warning). Durable like ``output=``,
+        and its sidecars are written when no ``output=`` is given. Not with ``runs > 1``.
+    on_row : callable or None, default None
+        ``on_row(row)``, called on the engine's thread with each landed row (scrubbed, as
+        written). An exception is counted (``report()["callback_errors"]``) and warned about
+        once; the row is kept. Not callable: TypeError.
+    on_progress : callable or None, default None
+        ``on_progress(event)``, called with a progress dict (rows, budget, in flight, losses,
+        rows/s, ETA, arm weights, pass rate ...) every ``advanced["progress_every_rows"]`` rows
+        or ``advanced["progress_every_s"]`` seconds, and once at the end (``final=True``).
+        Exceptions are counted and warned about; the run goes on. Not callable: TypeError.
+    progress : bool, default True
+        Show a tqdm progress bar (when tqdm is installed).
+    stop : threading.Event or None, default None
+        A ``threading.Event`` (anything with ``is_set()``, else a TypeError); setting it from
+        another thread ends the run within one tick, keeping every row so far
+        (``stopped_because = "stopped"``; running rollouts get ``advanced["stop_grace"]``
+        seconds to land).
+    **unknown
+        Any other keyword is a TypeError naming the nearest valid keyword.
+
+    Returns
+    -------
+    SimulationData
+        The rows (``data.rows``; ``data.trajectories`` with the privileged blocks), the run
+        record ``data.report()``, the search record, ``warnings`` and ``degraded`` flags,
+        ``stopped_because`` (``"budget"``, ``"time_budget"``, ``"stopped"``, ``"interrupted"``,
+        ``"situations_exhausted"``, ``"tasks_done"``, ``"saturation"``, ``"writer_exhausted"``
+        or ``"agent_failed"``), ``metadata`` and ``knobs``.
+
+    Raises
+    ------
+    ConfigError
+        A value out of range, an unknown name (mode, repeat policy, until ... with the nearest
+        valid one), aliases given different values, or an impossible combination (``grade``
+        with ``grader``, ``runs > 1`` with ``checkpoint``, ``llm_grade=True``).
+    TypeError
+        An unknown keyword (with the nearest valid one), a callback (``grader``, ``on_row``,
+        ``on_progress``, ``execute``) that is not callable, an executor that is not an
+        Executor, a ``stop`` without ``is_set()``, or an agent of the wrong kind.
+    KnobError
+        An ``advanced`` key that is unknown, or a knob value (``seed``, ``concurrency``,
+        ``patience``, ``avg_turns`` included) of the wrong type or out of bounds (a ValueError).
+    SchemaError
+        A malformed tool schema in ``tools`` or ``spec``.
     """
     arguments = dict(locals())
     given = arguments.pop("unknown")

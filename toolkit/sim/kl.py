@@ -76,8 +76,49 @@ def exact_kl(
       environment's factors cancel (the chain rule of KL).
 
     ``kl_per_token`` = kl / E_a[n_tokens] is what ``sum(logprob - ref_logprob) / sum(n_tokens)``
-    over many rollouts of ``a`` scored by ``b`` converges to. KL is ``inf`` (with a note) when
-    ``a`` can produce an output ``b`` cannot.
+    over many rollouts of ``a`` scored by ``b`` converges to. When ``a`` can produce an output
+    ``b`` cannot, the KL is infinite: ``kl`` and ``kl_per_token`` are None and ``note`` says why.
+
+    Parameters
+    ----------
+    policy_a, policy_b : SeededAgent
+        The two policies (``tk.seeded_agent(...)``); the KL is of ``policy_a`` from
+        ``policy_b``, over outputs drawn from ``policy_a``.
+    messages : Sequence[Mapping[str, Any]] or None, default None
+        The context of one turn (an OpenAI-style message list). Given: the one-turn KL, and
+        ``prompt``, ``tools``, ``world_factory``, ``max_turns`` and ``max_paths`` are not read.
+        None: the whole-rollout KL from ``prompt``.
+    prompt : str or None, default None
+        Keyword-only, like everything after ``messages``. The opening message of the
+        rollout; required when ``messages`` is None.
+    tools : Any, default None
+        The tool list of the rollout (any shape :func:`toolkit.world.normalize_tools` accepts);
+        None uses ``policy_a.tools``.
+    world_factory : callable or None, default None
+        ``world_factory() -> World``, called for a fresh world on every branch replayed;
+        required when ``messages`` is None.
+    privileged : Mapping[str, Any] or None, default None
+        The teacher-only block both policies condition on (as in a rollout's context), in
+        either scope.
+    max_turns : int, default 15
+        Cap on agent completions per rollout path (as in :func:`toolkit.run_rollout`).
+    max_paths : int, default 50000
+        The most complete rollout paths enumerated before giving up with a ConfigError.
+
+    Returns
+    -------
+    ExactKL
+        ``kl`` (nats per turn or per rollout), ``expected_tokens``, ``kl_per_token``,
+        ``n_outcomes`` (outputs of the turn, or rollout paths enumerated), ``scope``
+        (``"turn"`` or ``"rollout"``) and ``note``.
+
+    Raises
+    ------
+    TypeError
+        A policy that is not a seeded policy.
+    ConfigError
+        Neither ``messages`` nor ``prompt``, ``prompt`` without ``world_factory``, or more
+        than ``max_paths`` paths.
     """
     for name, policy in (("policy_a", policy_a), ("policy_b", policy_b)):
         if not isinstance(policy, SeededAgent):

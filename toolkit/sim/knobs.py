@@ -34,6 +34,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from toolkit._util.results import Result, json_safe
+from toolkit._util.validate import is_number
 from toolkit.errors import ConfigError, KnobError, unknown_name_message
 from toolkit.sim.user import resolve_patience
 from toolkit.world import WorldOptions
@@ -316,10 +317,6 @@ _BY_NAME = {spec.name: spec for spec in _SPECS}
 ARMS = ("structured", "llm_guided", "open_ended", "behavior_targeted", "failure_mutation")
 
 
-def _is_number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def _check_bounds(spec: KnobSpec, value: float) -> None:
     if isinstance(value, float) and not math.isfinite(value):
         raise KnobError(f"advanced[{spec.name!r}] must be a finite number; got {value!r} (default {spec.default!r})")
@@ -348,7 +345,7 @@ def _validate(spec: KnobSpec, value: Any) -> Any:
         _check_bounds(spec, value)
         return value
     if spec.kind == "float":
-        if not _is_number(value) and not (hasattr(value, "dtype") and getattr(value.dtype, "kind", "") in "iuf"):
+        if not is_number(value) and not (hasattr(value, "dtype") and getattr(value.dtype, "kind", "") in "iuf"):
             raise KnobError(f"advanced[{name!r}] must be a number; got {value!r} ({type(value).__name__}; default {spec.default!r})")
         value = float(value)
         _check_bounds(spec, value)
@@ -358,11 +355,11 @@ def _validate(spec: KnobSpec, value: Any) -> Any:
             raise KnobError(f"advanced[{name!r}] must be True or False; got {value!r} (default {spec.default!r})")
         return value
     if spec.kind == "band":
-        if _is_number(value):
+        if is_number(value):
             number = float(value)
             _check_bounds(spec, number)
             return number
-        if isinstance(value, (tuple, list)) and len(value) == 2 and all(_is_number(v) for v in value):
+        if isinstance(value, (tuple, list)) and len(value) == 2 and all(is_number(v) for v in value):
             low, high = float(value[0]), float(value[1])
             _check_bounds(spec, low)
             _check_bounds(spec, high)
@@ -401,7 +398,7 @@ def _validate(spec: KnobSpec, value: Any) -> Any:
         for arm, weight in value.items():
             if arm not in ARMS:
                 raise KnobError("advanced['arm_weights']: " + unknown_name_message("arm", str(arm), ARMS))
-            if not _is_number(weight) or not math.isfinite(float(weight)) or float(weight) < 0:
+            if not is_number(weight) or not math.isfinite(float(weight)) or float(weight) < 0:
                 raise KnobError(f"advanced['arm_weights'][{arm!r}] must be a non-negative number; got {weight!r}")
             out[arm] = float(weight)
         if math.fsum(out.values()) <= 0:
@@ -522,7 +519,26 @@ def _default_text(spec: KnobSpec) -> str:
 
 def knob_table_markdown(table: str) -> str:
     """The README-ready markdown table of one knob table ("experiment" | "engine"):
-    columns key, default, bounds, meaning and (why the default) reason."""
+    columns key, default, bounds, meaning and (why the default) reason.
+
+    Parameters
+    ----------
+    table : {"experiment", "engine"}
+        Which table of :data:`KNOB_TABLES`: the experiment knobs or the engine internals
+        (``RunKnobs.describe(table)``, in table order). The README and ``docs/knobs.md`` hold
+        these tables verbatim.
+
+    Returns
+    -------
+    str
+        The markdown table, one line per knob, ending with a newline. Knobs the offline
+        engine does not read are marked *(not used offline)*.
+
+    Raises
+    ------
+    ConfigError
+        An unknown table name (with the nearest valid one).
+    """
     lines = ["| `advanced` key | Default | Bounds | Meaning | Why this default |", "|---|---|---|---|---|"]
     for spec in RunKnobs.describe(table):
         if spec.kind == "choice":

@@ -14,7 +14,7 @@ one :class:`ProgressPoint` from every row so far. The statistics are the toolkit
 
 The reference log-probability of a row comes from ``reference``: an object with
 ``score_total(row)`` (a seeded policy, :func:`toolkit.seeded_agent`), a callable
-``row -> float``, a model spec string (any form :func:`toolkit.parse_model_spec` accepts,
+``row -> float``, a model spec string (any form :func:`toolkit.agents.parse_model_spec` accepts,
 a bare ``http(s)://`` server URL included; scored through :func:`toolkit.reference_logprobs`
 with one backend built on first use), or the name of a field the rows already carry
 (``"ref_logprob"``). A string with ':' that is not a valid spec is refused with the
@@ -243,6 +243,32 @@ class ProgressTracker:
 
     ``add(row)`` is cheap and thread-safe (the engine's row callback may call it); the
     reference scoring and the statistics happen in ``point()``, on the caller's thread.
+
+    Parameters
+    ----------
+    k : int or None, default None
+        Keyword-only, like every parameter. The group size of the k-way numbers (pass@k).
+        Used when >= 2; None (or 1) lets :func:`toolkit.stats.pass_at` take the smallest
+        group size among the tasks. Tasks short of k rollouts are left out of pass@k.
+    reference : Any, default None
+        Where a row's reference log-probability comes from (see the module docstring): a
+        policy with ``score_total(row)``, a callable ``row -> float``, a model spec string,
+        or a row field name. None reads the field ``"ref_logprob"``. Without reference
+        numbers the KL fields stay None.
+    level : float, default 0.95
+        Confidence level of every bootstrap interval (pass@1, pass@k, mean KL).
+    n_resamples : int, default 1000
+        Bootstrap resamples per interval (``LIVE_RESAMPLES``); ``point(n_resamples=)``
+        overrides it for one call.
+    seed : int, default 0
+        Seeds the bootstraps and the random order in which rows are scored for KL.
+
+    Raises
+    ------
+    TypeError
+        A ``reference`` of none of the accepted kinds.
+    ConfigError
+        A ``reference`` string with ``:`` that is not a valid model spec.
     """
 
     def __init__(self, *, k: int | None = None, reference: Any = None, level: float = 0.95,
@@ -430,7 +456,41 @@ def run_progress(rows: Any, *, k: int | None = None, reference: Any = None, chec
 
     Rows are taken in the order given (the order they landed in, for a run's rows), so the
     result is what the dashboard showed during the run, recomputed after the fact; the last
-    point covers every row. ``reference`` is as in :class:`ProgressTracker`.
+    point covers every row.
+
+    Parameters
+    ----------
+    rows : Any
+        The rows: a list of dicts, a JSONL path, a :class:`SimulationData` (anything with
+        ``.rows``) or a pandas DataFrame.
+    k : int or None, default None
+        Keyword-only, like everything after ``rows``. The k of pass@k, as in
+        :class:`ProgressTracker`; also recorded on the result.
+    reference : Any, default None
+        Where reference log-probabilities come from, as in :class:`ProgressTracker` (None:
+        the rows' ``"ref_logprob"`` field).
+    checkpoints : int, default 30
+        How many prefixes to compute a point after (an integer >= 1): the ends of
+        ``checkpoints`` equal shares of the rows, duplicates merged, so fewer rows than
+        checkpoints give one point per row.
+    level : float, default 0.95
+        Confidence level of the bootstrap intervals.
+    n_resamples : int, default 1000
+        Bootstrap resamples per interval.
+    seed : int, default 0
+        Seeds the bootstraps.
+
+    Returns
+    -------
+    RunProgress
+        One :class:`ProgressPoint` per checkpoint (none for no rows, with a note).
+
+    Raises
+    ------
+    ValueError
+        ``checkpoints`` is not an integer >= 1.
+    TypeError
+        ``rows`` or ``reference`` is of an unusable kind.
     """
     source = as_row_list(rows)
     if isinstance(checkpoints, bool) or not isinstance(checkpoints, int) or checkpoints < 1:

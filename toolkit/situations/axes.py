@@ -47,7 +47,23 @@ _SENTENCE = re.compile(r"(?<=[.!?])\s+(?=[A-Z\"'(])")
 
 
 def tier_of(stance: str) -> str:
-    """The difficulty tier of a stance (ordinary / ambiguous / boundary / adversarial)."""
+    """The difficulty tier of a stance (ordinary / ambiguous / boundary / adversarial).
+
+    Parameters
+    ----------
+    stance : str
+        One of :data:`STANCES`.
+
+    Returns
+    -------
+    str
+        One of :data:`TIERS`.
+
+    Raises
+    ------
+    ConfigError
+        If ``stance`` is not a known stance (the message names the nearest ones).
+    """
     if stance not in _TIER_OF_STANCE:
         raise ConfigError(unknown_name_message("stance", str(stance), STANCES))
     return _TIER_OF_STANCE[stance]
@@ -74,6 +90,16 @@ def split_policy(system_prompt: str | None) -> list[str]:
     least 8 characters); drops role paragraphs ("You are ..." and the sentences after it in
     the same paragraph), fragments under 8 characters, and cuts clauses over 120
     characters at a word boundary (docs/design/engine.md §3.1).
+
+    Parameters
+    ----------
+    system_prompt : str or None
+        The agent's system prompt. None, empty or blank gives no clause.
+
+    Returns
+    -------
+    list of str
+        The clauses; duplicates (ignoring case) are kept once, at their first place.
     """
     if not system_prompt or not str(system_prompt).strip():
         return []
@@ -176,10 +202,32 @@ def situation_axes(
 ) -> SituationAxes:
     """The six axes of an agent (docs/design/engine.md §3.1).
 
-    ``fault_modes``: extra modes (names, a ``{name: builder}`` dict, or a
-    :class:`~toolkit.WorldOptions`); every one becomes a ``tool_condition`` value.
-    ``rule_cap``: clauses kept (document order); the rest are listed in ``dropped_rules``
-    and a warning says how many were dropped.
+    Parameters
+    ----------
+    tools : any
+        The agent's tools, anything :func:`toolkit.world.normalize_tools` accepts. Each
+        callable (non-human) tool is a ``tool`` value, plus ``unrelated``, plus ``multi_tool``
+        with two or more callable tools; ``world_state`` varies only when a tool takes a
+        reference parameter.
+    system_prompt : str, optional
+        The system prompt whose policy clauses (:func:`split_policy`) are the ``rule``
+        values. Default None: the rule axis is ``("unspecified",)``.
+    fault_modes : sequence of str, mapping or WorldOptions, optional
+        Extra modes (names, a ``{name: builder}`` dict, or a :class:`~toolkit.WorldOptions`);
+        every one becomes a ``tool_condition`` value after ``success`` and the built-in
+        modes. Default None: the built-in modes only.
+    rule_cap : int
+        Clauses kept, in document order (default :data:`RULE_CAP`, 16); the rest are listed
+        in ``dropped_rules`` and a warning says how many were dropped.
+
+    Returns
+    -------
+    SituationAxes
+
+    Raises
+    ------
+    ConfigError
+        If ``rule_cap`` is not an integer >= 1, or ``fault_modes`` is malformed.
     """
     if isinstance(rule_cap, bool) or not isinstance(rule_cap, int) or rule_cap < 1:
         raise ConfigError(f"rule_cap must be an integer >= 1, got {rule_cap!r}")

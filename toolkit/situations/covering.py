@@ -502,12 +502,13 @@ def covering_array(
 
     Parameters
     ----------
-    factors
+    factors : mapping or sequence of int
         Mapping ``name -> list of values`` (mixed sizes; order kept) or a list of level counts
         (factors are then named ``f0, f1, ...`` with values ``0..v-1``).
-    strength
+    strength : int
         t in ``1..k``: every combination of values of every t factors appears in some row.
-    constraints
+        Default 2.
+    constraints : mapping, callable or list of them, optional
         A forbidden combination ``{factor: value, ...}``, a predicate
         ``callable(partial_row_dict) -> bool`` (True = allowed; it sees partial rows and must
         answer True when it cannot decide yet), or a list of them. No row of the result
@@ -515,19 +516,40 @@ def covering_array(
         Whether a partial row can still be completed is decided by a depth-first search over
         the free factors, so a predicate should reject as early as it can (one that only
         decides on full rows makes that search exponential in the number of factors).
-    required
+        Default None. With constraints (or required rows) the exact constructions are skipped.
+    required : mapping or list of mapping, optional
         Rows (dicts, full or partial) that come first, in order, with their given cells kept.
-    seed
-        Int or ``numpy.random.Generator``; the same int gives the same array.
-    effort
-        ``"fast"``: construction only; ``"default"``: plus a fixed-size improvement search
-        (deterministic); ``"best"``: improvement until ``time_budget`` seconds (default 10).
+        The search never deletes or edits them. Default None.
+    seed : int or numpy.random.Generator
+        Int or ``numpy.random.Generator``; the same int gives the same array. Default 0.
+    effort : str
+        ``"fast"``: construction only; ``"default"`` (default): plus a fixed-size improvement
+        search (deterministic); ``"best"``: improvement until ``time_budget`` seconds
+        (default 10).
+    time_budget : float, optional
+        Seconds the ``"best"`` search may run (a positive number; default None = 10 s).
+        Checked for every effort but used only by ``"best"``.
 
     Returns
     -------
     CoveringArray
         ``rows`` (level indices), ``size``, ``lower_bound`` (with ``lower_bound_kind``),
         ``method``, ``infeasible``.
+
+    Raises
+    ------
+    ConfigError
+        If the factors, strength, effort, time budget, seed, constraints or required rows
+        are malformed, or a required row violates the constraints.
+
+    References
+    ----------
+    The constructions and searches, as the module docstring describes them:
+
+    * Kleitman & Spencer (1973): optimal two-level arrays at t = 2.
+    * Bush (1952): orthogonal arrays OA(q^t; t, q+1, q) over GF(q).
+    * Lei et al., ECBS 2007; Forbes et al., J. Res. NIST 113(5), 2008: the IPOG-F greedy.
+    * Nurmela, Discrete Appl. Math. 138, 2004: the delete-a-row-and-repair tabu search.
 
     Examples
     --------
@@ -760,14 +782,35 @@ def coverage(
 ) -> CoverageReport:
     """Which t-tuples of factor values ``rows`` cover.
 
-    ``rows`` may be a :class:`CoveringArray`, an ``N x k`` integer array of level indices
-    (then ``factors`` is required), or row dicts ``{factor: value}`` -- for example the rows of
-    a finished simulation (a row's ``scenario_dimensions`` dict is used when present). Keys
-    that are not factors are ignored; a missing key or a value not among the factor's values
-    covers nothing (counted in ``n_unknown_cells``). Without ``factors`` the factors are the
-    keys and values seen in the rows. Tuples forbidden by ``constraints`` are not planned.
+    Parameters
+    ----------
+    rows : CoveringArray, numpy.ndarray or rows
+        A :class:`CoveringArray`, an ``N x k`` integer array of level indices (then
+        ``factors`` is required; an out-of-range index covers nothing), or row dicts
+        ``{factor: value}`` -- for example the rows of a finished simulation (a row's
+        ``scenario_dimensions`` dict is used when present). Keys that are not factors are
+        ignored; a missing key or a value not among the factor's values covers nothing
+        (counted in ``n_unknown_cells``).
+    factors : mapping or sequence of int, optional
+        As in :func:`covering_array`. Default None: the array's own factors, or the keys and
+        values seen in the rows.
+    strength : int
+        t in ``1..k``: the size of the tuples counted. Default 2.
+    constraints : mapping, callable or list of them, optional
+        As in :func:`covering_array`; tuples they forbid are not planned. Default None.
 
-    ``fraction = covered / planned`` (None when nothing is planned).
+    Returns
+    -------
+    CoverageReport
+        ``fraction = covered / planned`` (None when nothing is planned), the ``missing``
+        tuples and the counts per set of t factors (``per_factors``).
+
+    Raises
+    ------
+    ConfigError
+        If the factors or strength are invalid, an integer array comes without factors or
+        with the wrong number of columns, or the rows hold no factor value and no factors
+        were given.
     """
     named = _validate_factors(factors) if factors is not None else None
     matrix, named, unknown = _rows_to_levels(rows, named)
@@ -841,6 +884,24 @@ def coverage_curve(
 
     A covering array's curve ends at 1.0; its shape shows how early the array finds a random
     t-factor bug (see :class:`CoverageCurve`).
+
+    Parameters
+    ----------
+    rows : CoveringArray, numpy.ndarray or rows
+        The design, in run order, as :func:`coverage` takes it.
+    factors : mapping or sequence of int, optional
+        As in :func:`coverage`. Default None: taken from the array or the rows.
+    strength : int
+        t of the tuples counted. Default 2.
+    constraints : mapping, callable or list of them, optional
+        As in :func:`coverage`; forbidden tuples are not planned. Default None.
+    label : str
+        The curve's name in a figure legend. Default ``"design"``.
+
+    Returns
+    -------
+    CoverageCurve
+        A point for every n = 1..N, with no band and no closed form (``repeats`` None).
     """
     named = _validate_factors(factors) if factors is not None else None
     matrix, named, _ = _rows_to_levels(rows, named)
@@ -866,9 +927,34 @@ def random_design_curve(
 ) -> CoverageCurve:
     """Coverage of designs whose rows are drawn uniformly at random from the full product.
 
-    ``repeats`` independent designs of ``n_rows`` rows each; the curve holds their mean, the
-    2.5%/97.5% quantiles and the closed-form expectation (see :class:`CoverageCurve`). This is
-    the baseline a covering array is measured against: random testing of the same size.
+    The curve holds the mean over the designs, the 2.5%/97.5% quantiles and the closed-form
+    expectation (see :class:`CoverageCurve`). This is the baseline a covering array is
+    measured against: random testing of the same size. No constraints apply: every tuple of
+    the full product is planned.
+
+    Parameters
+    ----------
+    factors : mapping or sequence of int
+        As in :func:`covering_array`.
+    n_rows : int
+        Rows in each random design (an integer >= 1); the curve has a point for 1..n_rows.
+    strength : int
+        t of the tuples counted. Default 2.
+    repeats : int
+        Independent random designs drawn (an integer >= 1). Default 200.
+    seed : int or numpy.random.Generator
+        Seed of the draws. Default 0.
+    label : str
+        The curve's name in a figure legend. Default ``"random rows"``.
+
+    Returns
+    -------
+    CoverageCurve
+
+    Raises
+    ------
+    ConfigError
+        If the factors, strength, ``n_rows``, ``repeats`` or seed are invalid.
     """
     named = _validate_factors(factors)
     t = _validate_strength(strength, len(named))
@@ -929,6 +1015,39 @@ def extend_array(
     (deterministic for the seed), reported in ``.filled``. The rows to append cover every
     tuple the old rows miss. So a situation grid can grow with a policy: rows of unchanged
     rules keep their situations, and only the appended rows are new.
+
+    The grown array is built by :func:`covering_array` at the old array's strength, with the
+    old rows as required rows; required rows rule out the exact constructions, so the IPOG-F
+    greedy and the repair search do the work (see the References of :func:`covering_array`).
+
+    Parameters
+    ----------
+    array : CoveringArray
+        The array to grow (from :func:`covering_array`).
+    factors : mapping
+        The new factors, ``name -> list of values``: every old factor and every old value
+        kept, in any order; values and factors may be added.
+    constraints : mapping, callable or list of them, optional
+        As in :func:`covering_array`. Every old row must still be completable under them
+        (old cells are never rewritten). Default None.
+    seed : int or numpy.random.Generator, optional
+        Seed of the extension. Default None: the old array's integer seed, else 0.
+    effort : str
+        As in :func:`covering_array`. Default ``"default"``.
+    time_budget : float, optional
+        As in :func:`covering_array` (used by ``effort="best"`` only). Default None.
+
+    Returns
+    -------
+    ArrayExtension
+        The grown ``array`` (old rows first), the ``new_rows`` to append, the values
+        ``filled`` into the old rows for each new factor, and ``n_old``.
+
+    Raises
+    ------
+    ConfigError
+        If ``array`` is not a CoveringArray, an old factor or value is missing from
+        ``factors``, or an old row violates the new constraints.
     """
     if not isinstance(array, CoveringArray):
         raise ConfigError(f"array must be a CoveringArray (from tk.covering_array); got {type(array).__name__}")

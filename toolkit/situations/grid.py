@@ -58,7 +58,7 @@ class Situation(Result):
     @property
     def fault_plan(self) -> dict[str, Any]:
         """The plan this situation asks for: ``{}`` for success, else ``{"*": {"mode": m}}``.
-        Whether one prompt runs under it is decided by :func:`toolkit.fault_plan_for`."""
+        Whether one prompt runs under it is decided by :func:`toolkit.situations.fault_plan_for`."""
         condition = self.dimensions.get("tool_condition")
         if condition in (None, "success", "unspecified"):
             return {}
@@ -251,14 +251,47 @@ def situation_grid(
 ) -> SituationGrid:
     """The layered covering grid of situations for one agent.
 
-    ``strength``: t of the covering array (2 = every pair of axis values co-occurs).
-    ``constraints``: forbidden combinations ``{axis: value, ...}`` and/or predicates
-    ``f(partial_dimensions) -> bool`` (True = allowed), as :func:`toolkit.covering_array`
-    takes them. ``seed``: fixes every block. ``fault_modes``: extra fault modes (names, a
-    builder dict, or WorldOptions). ``effort``: passed to the covering array.
+    A base block (rule "unspecified", strength t) and one block per kept policy clause
+    (strength t-1, the rule fixed). A cap on policy clauses drops the rest with a warning
+    (also in ``.warnings``) saying how many were dropped.
 
-    A cap on policy clauses drops the rest with a warning (also in ``.warnings``) saying how
-    many were dropped.
+    Parameters
+    ----------
+    tools : any
+        The agent's tools, anything :func:`toolkit.world.normalize_tools` accepts; they give
+        the ``tool`` axis (see :func:`situation_axes`).
+    system_prompt : str, optional
+        The system prompt whose policy clauses are the ``rule`` axis. Default None: no rule
+        blocks, only the base block.
+    strength : int
+        t of the covering array (2 = every pair of axis values co-occurs); default 2. A t
+        above the number of varying axes is lowered to it, with a note in ``.warnings``.
+    constraints : mapping, callable or list of them, optional
+        Forbidden combinations ``{axis: value, ...}`` and/or predicates
+        ``f(partial_dimensions) -> bool`` (True = allowed), as :func:`toolkit.covering_array`
+        takes them; axes and values are checked against the grid's axes. Default None.
+    seed : int
+        Fixes every block (each block's seed is a hash of it and the block). Default 0.
+    fault_modes : sequence of str, mapping or WorldOptions, optional
+        Extra fault modes (names, a builder dict, or WorldOptions), added to the
+        ``tool_condition`` axis. Default None.
+    rule_cap : int
+        Most policy clauses on the rule axis (default :data:`RULE_CAP`, 16), in document
+        order.
+    effort : str
+        Passed to the covering array of every block: ``"fast"``, ``"default"`` (default) or
+        ``"best"``.
+
+    Returns
+    -------
+    SituationGrid
+
+    Raises
+    ------
+    ConfigError
+        If ``seed`` is not an integer, ``strength`` is not an integer >= 1, ``rule_cap`` is
+        invalid, or a constraint names an unknown axis or value (or forbids a rule
+        entirely).
     """
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ConfigError(f"seed must be an integer, got {seed!r}")

@@ -73,6 +73,30 @@ def mix_tiers(items: Sequence[Any], n: int, hard_share: float, seed: int = 0) ->
     suite with no hard case hides the failures that matter) and 1.0 keeps one ordinary item
     (the baseline every comparison needs). When a tier runs out, the others fill in and
     ``note`` says so. Within a tier the order is a seeded hash of each item's id.
+
+    Parameters
+    ----------
+    items : sequence
+        The pool: Situations, or dicts with ``tier``, ``stance`` or ``dimensions["stance"]``.
+    n : int
+        Number of items to pick (an integer >= 0). With fewer items in the pool every item is
+        used and ``note`` says so.
+    hard_share : float
+        Share of hard picks asked for, in [0, 1], subject to the rules above.
+    seed : int
+        Seed of the order within each tier (a hash with each item's ``id``, else a hash of
+        the item). Default 0.
+
+    Returns
+    -------
+    TierMix
+        The picks in pick order: one ordinary item first, then hard and ordinary items
+        interleaved in proportion, so any prefix keeps roughly the planned mix.
+
+    Raises
+    ------
+    ConfigError
+        If ``n`` or ``hard_share`` is out of range, or an item's tier cannot be told.
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ConfigError(f"n must be an integer >= 0, got {n!r}")

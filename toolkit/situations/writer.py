@@ -8,7 +8,7 @@ variant, slot), so the same call gives the same prompts in any process, thread o
 What a prompt is made of (docs/design/engine.md §3.1 persona layer and docs/design/engine.md §5):
 
 * an **ask** from the situation's tool: the tool's verb family (read, search, create,
-  delete, update; :func:`toolkit.tool_verb`) and its object noun ("cancel my booking",
+  delete, update; :func:`toolkit.world.tool_verb`) and its object noun ("cancel my booking",
   "find flights from Lisbon to Oslo", never from a city to itself); an update also names the
   other values its call requires ("change my flight QXR482, new flight number SW-4821, on
   Friday": each further reference in the shape its own parameter documents, dates as days),
@@ -91,7 +91,21 @@ class Prompt(Result):
 
 def reference_shapes(tool: ToolSpec) -> list[tuple[str, ...]]:
     """Id shapes a tool's descriptions document, as ("letters-digits", prefix, separator,
-    n_digits, "keep"|"draw") or ("digits-letters", n_digits, n_letters) tuples."""
+    n_digits, "keep"|"draw") or ("digits-letters", n_digits, n_letters) tuples.
+
+    Parameters
+    ----------
+    tool : ToolSpec
+        The tool (see :func:`toolkit.world.normalize_tools`). Its description and each
+        top-level parameter's ``description`` and ``examples`` are scanned.
+
+    Returns
+    -------
+    list of tuple
+        The shapes, in the order first found, each once. ``"keep"`` marks a prefix before a
+        separator ("FL-2041"), kept in fresh ids; ``"draw"`` a bare run ("ABC123"), whose
+        letters fresh ids draw anew.
+    """
     return id_shapes(tool)
 
 
@@ -472,12 +486,34 @@ def _one(situation: Situation, specs: dict[str, ToolSpec], seed: int, variant: i
 def write_prompts(situation: Any, n: int, seed: int = 0, tools: Any = None) -> list[Prompt]:
     """``n`` distinct user messages for one situation, without a model.
 
-    ``situation``: a :class:`~toolkit.Situation` (or its dimensions dict). ``tools``: the
-    agent's tools (any shape :func:`~toolkit.normalize_tools` takes); without them the ask
-    is built from the tool name alone and ids are invented (``BOO-4821``). Returns a list of
-    :class:`Prompt`; the same arguments give the same list. Raises
-    :class:`~toolkit.ToolkitError` if ``n`` distinct texts cannot be written (the variant
-    space of one situation holds thousands, so in practice only for absurd ``n``).
+    Parameters
+    ----------
+    situation : Situation or mapping
+        A :class:`~toolkit.situations.Situation`, its dimensions dict, or a dict holding one
+        under ``"dimensions"``.
+    n : int
+        Number of distinct prompts (an integer >= 0).
+    seed : int
+        Seed of every choice (a hash draw over seed, situation id, variant and slot). Default
+        0.
+    tools : any, optional
+        The agent's tools (any shape :func:`toolkit.world.normalize_tools` takes). Default
+        None: the ask is built from the tool name alone, and since a bare name declares no
+        reference parameter the prompt names no id. With tools, a reference parameter whose
+        descriptions document no id shape gets an invented id (``BOO-4821``).
+
+    Returns
+    -------
+    list of Prompt
+        ``n`` prompts with distinct texts; the same arguments give the same list.
+
+    Raises
+    ------
+    ConfigError
+        If ``n`` or ``seed`` is not a valid integer, or ``situation`` is of another type.
+    ToolkitError
+        If ``n`` distinct texts cannot be written (the variant space of one situation holds
+        thousands, so in practice only for absurd ``n``).
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ConfigError(f"n must be an integer >= 0, got {n!r}")

@@ -86,6 +86,37 @@ def wilson(successes: int, n: int, level: float = 0.95) -> WilsonInterval:
 
     Equal to ``statsmodels.stats.proportion.proportion_confint(successes, n,
     alpha=1-level, method="wilson")`` to 1e-9. ``n = 0`` gives ``low = high = None`` and a note.
+
+    Parameters
+    ----------
+    successes : int
+        Successes, ``0 <= successes <= n``. Any integer type (``__index__``); a bool or a
+        float raises.
+    n : int
+        Trials, ``n >= 0``; same type rule.
+    level : float, optional
+        Confidence level strictly between 0 and 1; default 0.95. Sets
+        ``z = Phi^-1(1 - (1 - level)/2)``.
+
+    Returns
+    -------
+    WilsonInterval
+        ``low``, ``high`` (clipped to [0, 1]), ``estimate`` = ``successes / n``,
+        ``successes``, ``n``, ``level`` and ``note``; unpacks as ``low, high``.
+
+    Raises
+    ------
+    TypeError
+        When ``successes`` or ``n`` is not an integer.
+    ConfigError
+        When ``level`` is outside (0, 1) or the counts are outside the ranges above.
+
+    References
+    ----------
+    .. [1] E. B. Wilson, "Probable inference, the law of succession, and statistical
+       inference", JASA 22:209, 1927.
+    .. [2] L. D. Brown, T. T. Cai and A. DasGupta, "Interval Estimation for a Binomial
+       Proportion", Statistical Science 16:101, 2001.
     """
     successes = _count(successes, "successes")
     n = _count(n, "n")

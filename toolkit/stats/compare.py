@@ -130,6 +130,7 @@ from scipy.stats import t as student_t
 
 from toolkit._util.keys import task_key
 from toolkit._util.results import Result
+from toolkit._util.validate import check_count, check_level
 from toolkit.errors import ConfigError, unknown_name_message
 from toolkit.rows._read import as_row_list
 from toolkit.stats._metrics import _marker_names, _per_task_values, _resolve_metric, _row_value
@@ -380,24 +381,6 @@ def _verdict(ci: tuple[float, float] | None, pvalue: float | None, alpha: float)
     return "no_difference_detected"
 
 
-def _check_level(level: Any) -> float:
-    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0.0 < float(level) < 1.0:
-        raise ConfigError(f"level must be a number strictly between 0 and 1; got {level!r}")
-    return float(level)
-
-
-def _check_alpha(alpha: Any) -> float:
-    if isinstance(alpha, bool) or not isinstance(alpha, (int, float)) or not 0.0 < float(alpha) < 1.0:
-        raise ConfigError(f"alpha must be a number strictly between 0 and 1; got {alpha!r}")
-    return float(alpha)
-
-
-def _check_resamples(n_resamples: Any) -> int:
-    if isinstance(n_resamples, bool) or not isinstance(n_resamples, (int, np.integer)) or n_resamples < 1:
-        raise ConfigError(f"n_resamples must be an integer >= 1; got {n_resamples!r}")
-    return int(n_resamples)
-
-
 def compare_runs(
     a: Any,
     b: Any,
@@ -431,8 +414,8 @@ def compare_runs(
     """
     rows_a = as_row_list(a, "a")
     rows_b = as_row_list(b, "b")
-    level = _check_level(level)
-    n_resamples = _check_resamples(n_resamples)
+    level = check_level("level", level)
+    n_resamples = check_count("n_resamples", n_resamples)
     metric = _resolve_metric(metric, _marker_names(rows_a) | _marker_names(rows_b))
     values_a, skipped_a = _per_task_values(rows_a, metric)
     values_b, skipped_b = _per_task_values(rows_b, metric)
@@ -458,6 +441,31 @@ def noise_band(
     ``q = t_{1-alpha/2}(df)`` when ``run_std`` was estimated with ``df`` degrees of freedom
     (e.g. ``runs - 1``), else the normal ``z_{1-alpha/2}`` (1.96 at alpha 0.05).
 
+    Parameters
+    ----------
+    run_std : float
+        The run-to-run standard deviation of the metric (sd of per-run means), finite and
+        ``>= 0``.
+    n_runs_a, n_runs_b : int, optional
+        Eval runs averaged on each side, integers ``>= 1``; default 1 each.
+    df : int or None, optional
+        Degrees of freedom of ``run_std`` (``>= 1``); default None, ``run_std`` taken as
+        known and ``q`` the normal quantile.
+    alpha : float, optional
+        Two-sided level strictly between 0 and 1; default 0.05.
+
+    Returns
+    -------
+    float
+        The band's half-width, in the metric's units.
+
+    Raises
+    ------
+    ConfigError
+        When an argument is outside the ranges above (a bool is refused everywhere).
+
+    Examples
+    --------
     >>> round(noise_band(0.02, 1, 1), 4)
     0.0554
     >>> round(noise_band(0.02, 3, 3, df=4), 4)
@@ -471,7 +479,7 @@ def noise_band(
             raise ConfigError(f"{name} must be an integer >= 1; got {value!r}")
     if df is not None and (isinstance(df, bool) or not isinstance(df, (int, np.integer)) or df < 1):
         raise ConfigError(f"df must be an integer >= 1 (runs - 1); got {df!r}")
-    alpha = _check_alpha(alpha)
+    alpha = check_level("alpha", alpha)
     quantile = float(student_t.ppf(1 - alpha / 2, df)) if df else float(norm.ppf(1 - alpha / 2))
     return quantile * float(run_std) * math.sqrt(1.0 / n_runs_a + 1.0 / n_runs_b)
 
@@ -550,8 +558,34 @@ def eval_variance(*runs: Any, alpha: float = 0.05) -> EvalVariance:
     run each side; t rather than 1.96 because ``run_std`` is estimated from few runs: at 3
     runs 1.96 would be 2.2x too narrow). Fewer than 3 runs: a note; fewer than 2: no sd.
     Pass the result as ``delta_report(..., run_std=ev)`` to use it as the noise floor.
+
+    Parameters
+    ----------
+    *runs : rows
+        Each run's rows as one argument (any container :func:`compare_runs` takes), or a
+        single set of rows that is split by ``lineage.eval_run`` (rows without one form
+        their own run) when it holds more than one value. The markers measured are those
+        every run carries.
+    alpha : float, optional
+        Two-sided level of the band, strictly between 0 and 1; default 0.05. It sets only
+        the t quantile of ``noise_band``; ``run_std`` and ``stability`` do not depend on it.
+
+    Returns
+    -------
+    EvalVariance
+        ``n_runs``, ``run_means``, ``run_std``, ``stability``, ``noise_band`` (pass@1) and
+        their ``*_by_metric`` dicts, ``df`` (``runs - 1``, None under 2 runs), ``n_tasks``
+        (pass@1 tasks per run), ``alpha`` and ``note``. A metric missing on some run has
+        no sd.
+
+    Raises
+    ------
+    ConfigError
+        When ``alpha`` is outside (0, 1).
+    TypeError
+        When a run is not a row container.
     """
-    alpha = _check_alpha(alpha)
+    alpha = check_level("alpha", alpha)
     row_lists = [as_row_list(run, f"runs[{i}]") for i, run in enumerate(runs)]
     if len(row_lists) == 1:
         groups = _split_runs(row_lists[0])
@@ -1116,35 +1150,66 @@ def delta_report(
 
     Parameters
     ----------
-    before, after : rows of each arm (any container :func:`compare_runs` takes).
-    metrics : metric names; default pass@1 plus every marker both sides carry. The target,
+    before, after : list of dict, SimulationData, DataFrame or path
+        Rows of each arm (any container :func:`compare_runs` takes).
+    metrics : sequence of str or None, optional
+        Metric names; default None, pass@1 plus every marker both sides carry. The target,
         guards and proxy are always included.
-    lower_is_better : marker names read downward (added to the stock set
-        ``LOWER_IS_BETTER``); only ``gain_verdict`` flips, delta and CI stay raw.
-    must_not_regress : metrics whose regression (interval wholly on the bad side and beyond
-        the metric's noise band) fails the report.
-    proxy : a metric that must not rise while the target does not (or sit wholly above the
+    lower_is_better : iterable of str, optional
+        Marker names read downward (added to the stock set ``LOWER_IS_BETTER``); only
+        ``gain_verdict`` flips, delta and CI stay raw. Default none beyond the stock set.
+    must_not_regress : iterable of str, optional
+        Metrics whose regression (interval wholly on the bad side and beyond the metric's
+        noise band) fails the report; default none.
+    proxy : str or None, optional
+        A metric that must not rise while the target does not (or sit wholly above the
         target): a rise there alone reads as over-optimisation and fails the report.
-    target : the metric the headline is about (default ``"pass_at_1"``).
-    run_std : re-run noise floor: a number (target only; q = z), a dict ``{metric: sd}``,
-        or an :func:`eval_variance` result (per metric, q = t(runs - 1)). Default: estimated
-        from ``lineage.eval_run`` re-runs inside the rows (module docstring).
-    train_runs : which arms were trained, so that their training-seed variance counts:
-        ``"after"``, ``"before"``, ``"both"`` (or a list), ``False`` for none; default
-        (``None``) the arms whose rows carry ``lineage.train_run``. Rows of a trained arm are
-        split by ``lineage.train_run`` (one value per training seed); fewer than 2 seeds on
-        a trained arm leaves a move ``unresolved`` (module docstring, "Training seeds").
-    by : slice key (row field, dotted for nested) or callable(row); default the first of
+        Default None, no proxy check.
+    target : str, optional
+        The metric the headline is about (default ``"pass_at_1"``).
+    run_std : float, dict, EvalVariance or None, optional
+        Re-run noise floor: a number (target only; q = z), a dict ``{metric: sd}``, or an
+        :func:`eval_variance` result (per metric, q = t(runs - 1)). Default: estimated from
+        ``lineage.eval_run`` re-runs inside the rows (module docstring).
+    train_runs : str, list of str, bool or None, optional
+        Which arms were trained, so that their training-seed variance counts: ``"after"``,
+        ``"before"``, ``"both"`` (or a list), ``False`` for none; default (``None``) the
+        arms whose rows carry ``lineage.train_run``. Rows of a trained arm are split by
+        ``lineage.train_run`` (one value per training seed); fewer than 2 seeds on a trained
+        arm leaves a move ``unresolved`` (module docstring, "Training seeds").
+    by : str, callable, bool or None, optional
+        Slice key (row field, dotted for nested) or ``callable(row)``; default the first of
         ``category`` / ``slice`` with >= 2 values on both sides; ``False`` for none.
-    alpha : test level; intervals are at ``1 - alpha``. Metric i uses ``seed + i``, slice j
-        ``seed + 100 + j``.
+    alpha : float, optional
+        Test level strictly between 0 and 1, default 0.05; intervals are at ``1 - alpha``.
+    seed : int or numpy.random.Generator, optional
+        Seed of the bootstrap intervals and of the Monte Carlo sign flips (used above 20
+        paired tasks); default 0. With an int, metric i uses ``seed + i`` and slice j
+        ``seed + 100 + j``; a Generator is shared by all of them, in that order.
+    n_resamples : int, optional
+        Bootstrap resamples, and Monte Carlo sign-flip patterns when the test is not exact;
+        an integer ``>= 1``, default 10,000.
 
-    Unknown metric names raise with the nearest valid name. See :class:`DeltaReport`.
+    Returns
+    -------
+    DeltaReport
+        The headline, ``ok``, one :class:`MetricDelta` per metric, the slices, warnings,
+        comparability problems and failed guards. See :class:`DeltaReport`.
+
+    Raises
+    ------
+    ConfigError
+        For an unknown metric name (with the nearest valid name), a ``lower_is_better``
+        name that is not a marker, an ``alpha`` outside (0, 1), an ``n_resamples`` below 1,
+        a ``seed`` that is neither an int nor a Generator, or a ``run_std`` value that is not
+        a finite number ``>= 0``.
+    TypeError
+        When ``before`` or ``after`` is not a row container.
     """
     rows_before = as_row_list(before, "before")
     rows_after = as_row_list(after, "after")
-    alpha = _check_alpha(alpha)
-    n_resamples = _check_resamples(n_resamples)
+    alpha = check_level("alpha", alpha)
+    n_resamples = check_count("n_resamples", n_resamples)
     level = 1.0 - alpha
     markers_before, markers_after = _marker_names(rows_before), _marker_names(rows_after)
     markers_any = markers_before | markers_after

@@ -39,9 +39,10 @@ import numpy as np
 
 from toolkit._util.keys import REWARD_FIELDS, binary_reward, task_key
 from toolkit._util.results import Result
+from toolkit._util.validate import check_count, check_level
 from toolkit.errors import ConfigError
 from toolkit.rows._read import as_row_list
-from toolkit.stats.resampling import MIN_UNITS_FOR_INTERVAL, _check_count, _check_level, _generator, bootstrap_ci
+from toolkit.stats.resampling import MIN_UNITS_FOR_INTERVAL, _generator, bootstrap_ci
 
 __all__ = [
     "pass_at",
@@ -77,6 +78,34 @@ def pass_at_k_estimate(n: int, c: int, k: int) -> float:
     """Unbiased pass@k of one task: 1 - C(n-c, k)/C(n, k) (Chen et al. 2021, arXiv 2107.03374).
 
     Product form ``1 - prod_{i=n-c+1}^{n} (1 - k/i)``, exactly 1 when n - c < k.
+
+    Parameters
+    ----------
+    n : int
+        Graded rollouts of the task, ``n >= 1``.
+    c : int
+        How many of them passed, ``0 <= c <= n``.
+    k : int
+        Draws, ``1 <= k <= n``.
+
+    Returns
+    -------
+    float
+        The probability that at least one of ``k`` rollouts drawn without replacement from
+        the ``n`` passes.
+
+    Raises
+    ------
+    TypeError
+        When ``n``, ``c`` or ``k`` is not an integer (a bool is refused; numpy integers are
+        accepted).
+    ConfigError
+        When they are outside the ranges above.
+
+    References
+    ----------
+    .. [1] M. Chen et al., "Evaluating Large Language Models Trained on Code", 2021,
+       arXiv:2107.03374.
     """
     _check_group(n, c, k)
     if n - c < k:
@@ -86,7 +115,36 @@ def pass_at_k_estimate(n: int, c: int, k: int) -> float:
 
 def pass_pow_k_estimate(n: int, c: int, k: int) -> float:
     """Unbiased pass^k of one task: C(c, k)/C(n, k) = prod_{i=0}^{k-1} (c-i)/(n-i)
-    (Yao et al. 2024, tau-bench, arXiv 2406.12045); exactly 0 when c < k."""
+    (Yao et al. 2024, tau-bench, arXiv 2406.12045); exactly 0 when c < k.
+
+    Parameters
+    ----------
+    n : int
+        Graded rollouts of the task, ``n >= 1``.
+    c : int
+        How many of them passed, ``0 <= c <= n``.
+    k : int
+        Draws, ``1 <= k <= n``.
+
+    Returns
+    -------
+    float
+        The probability that all ``k`` rollouts drawn without replacement from the ``n``
+        pass.
+
+    Raises
+    ------
+    TypeError
+        When ``n``, ``c`` or ``k`` is not an integer (a bool is refused; numpy integers are
+        accepted).
+    ConfigError
+        When they are outside the ranges above.
+
+    References
+    ----------
+    .. [1] S. Yao et al., "tau-bench: A Benchmark for Tool-Agent-User Interaction in
+       Real-World Domains", 2024, arXiv:2406.12045.
+    """
     _check_group(n, c, k)
     if c < k:
         return 0.0
@@ -135,6 +193,28 @@ def run_config(rows: Any) -> dict[str, Any]:
     truncated step), ``answered_share`` (non-empty ``final_text`` after removing
     ``<think>...</think>``), ``unclosed_think_share`` (``<think>`` without its close) and
     ``graded_share`` (rows with an exact 0/1 reward).
+
+    Parameters
+    ----------
+    rows : list of dict, SimulationData, DataFrame or path
+        The rows: a list of row dicts, anything with ``.rows``, a pandas DataFrame or a path
+        to a JSONL file. Each key is looked up in order, first present (not None) wins:
+        temperature in ``sampling.temperature`` then ``temperature``; max_tokens in
+        ``sampling.max_tokens`` then ``max_tokens``; judge_version in
+        ``judge_meta.version``, ``judge_version``, then ``judge_name``; prompt_hash in
+        ``lineage.system_prompt_sha`` then ``prompt_hash``; the others in the field of their
+        name.
+
+    Returns
+    -------
+    dict
+        The eight config keys, ``mixed``, ``mixed_values``, ``n_rows`` and the four shares
+        (each None when there are no rows).
+
+    Raises
+    ------
+    TypeError
+        When ``rows`` is not a row container.
     """
     rows = as_row_list(rows)
     config: dict[str, Any] = {}
@@ -396,8 +476,8 @@ def pass_at(
         raise ConfigError(f"min_k must be an integer >= 1; got {min_k!r}")
     # Checked up front: with fewer than 3 tasks no bootstrap runs, and a bad level would
     # otherwise pass silently until the data grows.
-    level = _check_level(level)
-    n_resamples = _check_count(n_resamples, "n_resamples")
+    level = check_level("level", level)
+    n_resamples = check_count("n_resamples", n_resamples)
     _generator(seed)
     config = run_config(rows)
 

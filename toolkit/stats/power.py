@@ -282,11 +282,62 @@ def holdout_size(
     quantiles; ``sd`` from measured pairs (``before=``/``after=`` rows), else ``task_std``,
     else the binomial model ``sqrt((p(1-p) + q(1-q))/k)``, ``p = base``, ``q = p + effect``
     (module docstring; Lambert, RLHF book ch. 16). ``before=`` alone sets ``base`` to its
-    measured pass@1. ``half_width`` is the 95% half-width ``z_{1-alpha/2} sd / sqrt(n)`` the
-    interval will have at that n; ``concentrated_n`` sizes a gain carried by
-    ``effect/(1-p)`` of the tasks flipping to always-pass. A saturated suite (base >= 0.9
-    or measured sd 0) is sized from the model at base 0.6 and flagged, never from sd 0.
+    measured pass@1. ``half_width`` is the half-width ``z_{1-alpha/2} sd / sqrt(n)`` the
+    ``1 - alpha`` interval (95% at the default alpha) will have at that n; ``concentrated_n``
+    sizes a gain carried by ``effect/(1-p)`` of the tasks flipping to always-pass. A
+    saturated suite (base >= 0.9 or measured sd 0) is sized from the model at base 0.6 and
+    flagged, never from sd 0.
 
+    Parameters
+    ----------
+    effect : float
+        The pass@1 change to detect; its absolute value is used and must lie in (0, 1).
+    before : rows or None, optional
+        Measured rows of the baseline (any container :func:`toolkit.compare_runs` takes).
+        When they carry exact 0/1 rewards, ``base`` is replaced by their pass@1 (mean over
+        tasks of the per-task rate). Default None.
+    after : rows or None, optional
+        Measured rows of the change; needs ``before``. With 2 or more shared tasks the sd is
+        the sample sd (ddof 1) of the per-task differences ``after - before``, used unless
+        it is 0 or the base rate is ``>= 0.9`` (then the suite is saturated, see below).
+        Default None.
+    task_std : float or None, optional
+        A given sd of the per-task paired difference, positive and finite. Used when there
+        is no measured sd (fewer than 2 shared tasks, or no ``after``), even at a base rate
+        ``>= 0.9``; ignored for a saturated measured suite. Default None.
+    base : float, optional
+        Base pass rate p in [0, 1) of the binomial model; default 0.6. Overridden by
+        ``before``. At ``>= 0.9`` the model path treats the suite as saturated and sizes at
+        0.6 instead.
+    k : int, optional
+        Rollouts per task per arm (integer ``>= 1``) in the binomial model
+        ``sqrt((p(1-p) + q(1-q))/k)``; default 4. It has no effect on a measured or given
+        sd (the concentrated-gain count always uses it).
+    alpha : float, optional
+        Two-sided test level in (0, 1); default 0.05.
+    power : float, optional
+        Wanted power in (0, 1); default 0.8.
+
+    Returns
+    -------
+    HoldoutSize
+        ``n``, ``sd`` and ``sd_source`` (``"measured_pairs"``, ``"task_std"`` or
+        ``"binomial_model"``), ``half_width``, ``concentrated_n`` / ``concentrated_sd``
+        (None when ``effect`` exceeds ``1 - base``), the inputs used (``effect``, ``base``,
+        ``k``, ``alpha``, ``power``), ``saturated``, ``n_pairs_measured`` and ``note``.
+
+    Raises
+    ------
+    ConfigError
+        When ``effect`` is not a number with absolute value in (0, 1); ``base``, ``alpha``,
+        ``power`` or ``k`` is out of range; ``after`` is given without ``before``; a
+        ``task_std`` is not a positive finite number; or, under the binomial model,
+        ``base + effect > 1``.
+    TypeError
+        When ``before`` or ``after`` is not a row container.
+
+    Examples
+    --------
     >>> holdout_size(0.05).n
     367
     """
@@ -342,6 +393,54 @@ def detectable_effect(
     and the root is found by Brent's method on ``(0, 1 - base]``. ``effect`` is ``None``
     (with a note) when even ``1 - base`` is below the detection threshold.
 
+    Parameters
+    ----------
+    n : int
+        Paired tasks, an integer ``>= 2``.
+    before : rows or None, optional
+        Measured rows of the baseline (any container :func:`toolkit.compare_runs` takes).
+        When they carry exact 0/1 rewards, ``base`` is replaced by their pass@1 (mean over
+        tasks of the per-task rate). Default None.
+    after : rows or None, optional
+        Measured rows of the change; needs ``before``. With 2 or more shared tasks the sd is
+        the sample sd (ddof 1) of the per-task differences ``after - before``, used unless
+        it is 0 or the base rate is ``>= 0.9`` (then the suite is saturated, see below).
+        Default None.
+    task_std : float or None, optional
+        A given sd of the per-task paired difference, positive and finite. Used when there
+        is no measured sd (fewer than 2 shared tasks, or no ``after``), even at a base rate
+        ``>= 0.9``; ignored for a saturated measured suite. Default None.
+    base : float, optional
+        Base pass rate p in [0, 1) of the binomial model; default 0.6. Overridden by
+        ``before``. At ``>= 0.9`` the model path treats the suite as saturated and sizes at
+        0.6 instead.
+    k : int, optional
+        Rollouts per task per arm (integer ``>= 1``) in the binomial model
+        ``sqrt((p(1-p) + q(1-q))/k)``; default 4. It has no effect on a measured or given
+        sd.
+    alpha : float, optional
+        Two-sided test level in (0, 1); default 0.05.
+    power : float, optional
+        Wanted power in (0, 1); default 0.8.
+
+    Returns
+    -------
+    DetectableEffect
+        ``effect`` (None when not detectable), ``sd`` at that effect, ``sd_source``, the
+        inputs used (``n``, ``base``, ``k``, ``alpha``, ``power``), ``saturated``,
+        ``n_pairs_measured`` and ``note``.
+
+    Raises
+    ------
+    ConfigError
+        When ``n`` is not an integer ``>= 2``; ``base``, ``alpha``, ``power`` or ``k`` is out
+        of range; ``after`` is given without ``before``; or a ``task_std`` is not a positive
+        finite number.
+    TypeError
+        When ``before`` or ``after`` is not a row container.
+
+    Examples
+    --------
     >>> round(detectable_effect(100).effect, 3)
     0.094
     """

@@ -70,6 +70,7 @@ import numpy as np
 from scipy.special import ndtr, ndtri
 
 from toolkit._util.results import Result
+from toolkit._util.validate import check_count, check_level
 from toolkit.errors import ConfigError, unknown_name_message
 
 __all__ = [
@@ -109,7 +110,15 @@ _ALTERNATIVES = ("two-sided", "greater", "less")
 
 
 class ConfidenceInterval(NamedTuple):
-    """Lower and upper bound, like ``scipy.stats``' ``ConfidenceInterval``; ``None`` when missing."""
+    """Lower and upper bound, like ``scipy.stats``' ``ConfidenceInterval``; ``None`` when missing.
+
+    Parameters
+    ----------
+    low : float or None
+        The lower bound; None when no interval could be formed.
+    high : float or None
+        The upper bound; None when no interval could be formed.
+    """
 
     low: float | None
     high: float | None
@@ -228,18 +237,6 @@ def _as_values(values: Any, name: str) -> np.ndarray:
     return array
 
 
-def _check_level(level: float) -> float:
-    if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
-        raise ConfigError(f"level must be a number strictly between 0 and 1; got {level!r}")
-    return float(level)
-
-
-def _check_count(value: Any, name: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ConfigError(f"{name} must be an integer >= {minimum}; got {value!r}")
-    return int(value)
-
-
 def _statistic_function(statistic: Any) -> tuple[str, Callable[[np.ndarray], np.ndarray]]:
     """Return (label, f) where f reduces the last axis of a 2-D (or 1-D) array."""
     if isinstance(statistic, str):
@@ -295,11 +292,11 @@ def bootstrap_ci(
     Fewer than 3 values: interval ``(None, None)`` with the reason. Constant values: the
     interval is ``(v, v)`` with a note (every resample equals v).
     """
-    level = _check_level(level)
+    level = check_level("level", level)
     if not isinstance(method, str) or method.lower() not in _METHODS:
         raise ConfigError(unknown_name_message("method", str(method), _METHODS))
     method = method.lower()
-    n_resamples = _check_count(n_resamples, "n_resamples")
+    n_resamples = check_count("n_resamples", n_resamples)
     label, reduce = _statistic_function(statistic)
     data = _as_values(values, "values")
     n = int(data.size)
@@ -333,7 +330,7 @@ def bootstrap_ci(
     rng = _generator(seed)
     if batch is None:
         batch = max(1, _CHUNK_BYTES // (n * _BOOTSTRAP_BYTES_PER_CELL))
-    batch = _check_count(batch, "batch")
+    batch = check_count("batch", batch)
     distribution = np.empty(n_resamples, dtype=float)
     index_type = np.int32 if n < 2**31 else np.int64
     for start in range(0, n_resamples, batch):
@@ -441,7 +438,7 @@ def sign_flip_test(
         raise ConfigError(unknown_name_message("alternative", str(alternative), _ALTERNATIVES))
     if exact not in ("auto", True, False):
         raise ConfigError(f"exact must be 'auto', True or False; got {exact!r}")
-    n_resamples = _check_count(n_resamples, "n_resamples")
+    n_resamples = check_count("n_resamples", n_resamples)
     data = _as_values(diffs, "diffs")
     n = int(data.size)
     if n == 0:
@@ -472,7 +469,7 @@ def sign_flip_test(
     n_bytes = (n + 7) // 8
     if batch is None:
         batch = max(1, _CHUNK_BYTES // (n_bytes + _SIGN_BYTES_PER_RESAMPLE))
-    batch = _check_count(batch, "batch")
+    batch = check_count("batch", batch)
     tables = _byte_tables(data)
     hits = 0
     for start in range(0, n_resamples, batch):

@@ -17,11 +17,11 @@ estimator or an interval many times, and reports how it behaved against the trut
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from toolkit._util.results import Result
+from toolkit._util.validate import check_count, check_share
 from toolkit.stats.agreement import wilson
 from toolkit.stats.passk import pass_at_k_estimate
 from toolkit.stats.resampling import bootstrap_ci, sign_flip_test
@@ -34,18 +34,6 @@ __all__ = [
     "paired_power_study",
     "PairedPowerStudy",
 ]
-
-
-def _check_positive_int(name: str, value: Any, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be an integer >= {minimum}; got {value!r}")
-    return int(value)
-
-
-def _check_rate(name: str, value: float) -> float:
-    if not 0.0 <= float(value) <= 1.0:
-        raise ValueError(f"{name} must be in [0, 1]; got {value!r}")
-    return float(value)
 
 
 @dataclass(frozen=True)
@@ -93,12 +81,46 @@ def pass_at_k_bias_study(
     estimate replaces p by c/n; since ``1 - (1 - x)^k`` is concave in x, Jensen's inequality
     makes it biased low. The unbiased estimator ``1 - C(n-c, k)/C(n, k)`` averages exactly
     to the truth; its reported bias is Monte Carlo noise (its standard error is given).
+
+    Parameters
+    ----------
+    task_rates : array_like of float
+        The true pass rate of each task, a non-empty 1-D sequence of values in [0, 1].
+    n_samples : int, optional
+        Rollouts drawn per task in each trial (the ``n`` of the estimators), ``>= 1``;
+        default 10.
+    ks : iterable of int or None, optional
+        The k values to study, each in ``1..n_samples``; default None, every k from 1 to
+        ``n_samples``.
+    n_trials : int, optional
+        Simulated repetitions of the whole suite, ``>= 1``; default 2000. The standard
+        error of the unbiased bias is 0.0 when it is 1.
+    seed : int, optional
+        Seed of ``numpy.random.default_rng``; default 0.
+
+    Returns
+    -------
+    PassAtKBiasStudy
+        Per k: ``true_pass_at_k``, ``plugin_mean``, ``unbiased_mean``, ``plugin_bias``,
+        ``unbiased_bias`` and ``unbiased_bias_standard_error``; with ``ks``, ``n_samples``,
+        ``n_tasks`` and ``n_trials``.
+
+    Raises
+    ------
+    ValueError
+        When ``task_rates`` is not a non-empty 1-D sequence of rates in [0, 1], a count is
+        not an integer ``>= 1``, or a k is outside ``1..n_samples``.
+
+    References
+    ----------
+    .. [1] M. Chen et al., "Evaluating Large Language Models Trained on Code", 2021,
+       arXiv:2107.03374.
     """
     rates = np.asarray(task_rates, dtype=float)
     if rates.ndim != 1 or rates.size == 0 or np.any((rates < 0) | (rates > 1)):
         raise ValueError("task_rates must be a non-empty 1-D sequence of rates in [0, 1]")
-    n_samples = _check_positive_int("n_samples", n_samples)
-    n_trials = _check_positive_int("n_trials", n_trials)
+    n_samples = check_count("n_samples", n_samples)
+    n_trials = check_count("n_trials", n_trials)
     ks = tuple(range(1, n_samples + 1)) if ks is None else tuple(int(k) for k in ks)
     if any(k < 1 or k > n_samples for k in ks):
         raise ValueError(f"every k must be in 1..n_samples={n_samples}; got {ks}")
@@ -174,10 +196,51 @@ def interval_coverage_study(
     never solved), then ``repeats`` 0/1 rollouts per task. The estimand is the population
     mean ``alpha / (alpha + beta)``. Resampling rows ignores that rollouts of one task are
     correlated, so its interval is too narrow and covers less than ``level``.
+
+    Parameters
+    ----------
+    n_tasks : int, optional
+        Tasks drawn per trial, ``>= 3`` (the least a bootstrap interval takes); default 30.
+    repeats : int, optional
+        0/1 rollouts per task, ``>= 1``; default 4.
+    alpha, beta : float, optional
+        Shape parameters of the Beta distribution of task pass rates, both ``> 0``; default
+        0.6 each. They are not test levels.
+    level : float, optional
+        Confidence level of both intervals, strictly between 0 and 1; default 0.95.
+    n_trials : int, optional
+        Simulated studies, ``>= 1``; default 400.
+    n_resamples : int, optional
+        Bootstrap resamples per interval, ``>= 1``; default 2000.
+    seed : int, optional
+        Seed of the draws (``numpy.random.default_rng(seed)``); trial t's two bootstraps use
+        ``seed + t``. Default 0.
+
+    Returns
+    -------
+    IntervalCoverageStudy
+        ``task_coverage`` and ``row_coverage`` (share of trials whose interval held the true
+        mean) with Wilson 95% intervals ``*_coverage_ci95``, the mean interval widths
+        ``task_mean_width`` / ``row_mean_width``, ``true_mean`` and the inputs ``level``,
+        ``n_tasks``, ``repeats``, ``n_trials``.
+
+    Raises
+    ------
+    ValueError
+        When ``n_tasks``, ``repeats`` or ``n_trials`` is out of range, or ``alpha`` or
+        ``beta`` is not ``> 0``.
+    ConfigError
+        When ``level`` or ``n_resamples`` is out of range (raised by
+        :func:`toolkit.stats.bootstrap_ci`).
+
+    References
+    ----------
+    .. [1] B. Efron and R. J. Tibshirani, *An Introduction to the Bootstrap*, Chapman &
+       Hall, 1993, ch. 6.
     """
-    n_tasks = _check_positive_int("n_tasks", n_tasks, 3)
-    repeats = _check_positive_int("repeats", repeats)
-    n_trials = _check_positive_int("n_trials", n_trials)
+    n_tasks = check_count("n_tasks", n_tasks, 3)
+    repeats = check_count("repeats", repeats)
+    n_trials = check_count("n_trials", n_trials)
     if alpha <= 0 or beta <= 0:
         raise ValueError(f"alpha and beta must be > 0; got {alpha}, {beta}")
     rng = np.random.default_rng(seed)
@@ -256,14 +319,48 @@ def paired_power_study(
 
     Every task has pass rate ``base_rate`` before and ``base_rate + effect`` after; each arm
     runs ``repeats`` rollouts per task; the test is :func:`toolkit.stats.sign_flip_test` on
-    the per-task differences (exact for n <= 20, Monte Carlo above). The binomial model
-    behind :func:`toolkit.holdout_size` assumes the same data, so the two can be compared.
+    the per-task differences (exact for n <= 20, Monte Carlo with 2000 patterns above). A
+    trial counts as detected when ``p < alpha`` (two-sided). The binomial model behind
+    :func:`toolkit.holdout_size` assumes the same data, so the two can be compared.
+
+    Parameters
+    ----------
+    n_tasks : iterable of int, optional
+        The suite sizes to study, each ``>= 1`` (values pass through ``int()``); default
+        ``(10, 20, 40, 80)``.
+    effect : float, optional
+        The true gain in pass rate; default 0.1. ``base_rate + effect`` must lie in [0, 1].
+    base_rate : float, optional
+        Every task's pass rate before the change, in [0, 1]; default 0.6.
+    repeats : int, optional
+        Rollouts per task on each arm, ``>= 1``; default 4.
+    alpha : float, optional
+        Significance level the p-value is compared with; default 0.05. It is not
+        validated.
+    n_trials : int, optional
+        Simulated comparisons per suite size, ``>= 1``; default 300.
+    seed : int, optional
+        Seed of the draws (``numpy.random.default_rng(seed)``); trial t's Monte Carlo test
+        uses ``seed + t``. Default 0.
+
+    Returns
+    -------
+    PairedPowerStudy
+        Per suite size: ``power`` (share of trials detected) and ``power_ci95`` (Wilson
+        95%); with ``n_tasks``, ``effect``, ``base_rate``, ``repeats``, ``alpha`` and
+        ``n_trials``.
+
+    Raises
+    ------
+    ValueError
+        When ``base_rate`` or ``base_rate + effect`` is outside [0, 1], or ``repeats``,
+        ``n_trials`` or a size is not an integer ``>= 1``.
     """
-    base_rate = _check_rate("base_rate", base_rate)
-    _check_rate("base_rate + effect", base_rate + effect)
-    repeats = _check_positive_int("repeats", repeats)
-    n_trials = _check_positive_int("n_trials", n_trials)
-    sizes = tuple(_check_positive_int("n_tasks", int(n)) for n in n_tasks)
+    base_rate = check_share("base_rate", base_rate)
+    check_share("base_rate + effect", base_rate + effect)
+    repeats = check_count("repeats", repeats)
+    n_trials = check_count("n_trials", n_trials)
+    sizes = tuple(check_count("n_tasks", int(n)) for n in n_tasks)
     rng = np.random.default_rng(seed)
     power, intervals = [], []
     for size in sizes:

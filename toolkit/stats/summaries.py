@@ -24,10 +24,11 @@ import numpy as np
 
 from toolkit._util.keys import binary_reward, numeric_reward, task_key
 from toolkit._util.results import Result
+from toolkit._util.validate import check_count, check_level
 from toolkit.errors import ConfigError, unknown_name_message
 from toolkit.rows._read import as_row_list
 from toolkit.stats.passk import pass_at
-from toolkit.stats.resampling import MIN_UNITS_FOR_INTERVAL, _check_count, _check_level, bootstrap_ci
+from toolkit.stats.resampling import MIN_UNITS_FOR_INTERVAL, bootstrap_ci
 
 __all__ = [
     "metric_summary",
@@ -143,14 +144,51 @@ def metric_summary(
 ) -> MetricSummary:
     """Mean over task means of ``metric`` with a percentile-bootstrap interval over tasks.
 
-    ``metric``: ``"pass_at_1"`` (exact 0/1 rewards), ``"reward"`` (any numeric reward),
-    ``"marker:<name>"`` or a bare marker name. An unknown name raises with the nearest
-    valid ones. Empty input returns a result with a note.
+    ``mean = (1/T) sum_t mean(values of task t)`` over the T tasks with a usable value. The
+    interval is withheld (``ci95`` None, with a note) when there are 2 or more values and
+    all are equal (``degenerate``, with a warning) or fewer than 3 tasks carry the metric. Empty input
+    returns a result with a note.
+
+    Parameters
+    ----------
+    rows : list of dict, SimulationData, DataFrame or path
+        The rows: a list of row dicts, anything with ``.rows``, a pandas DataFrame or a path
+        to a JSONL file. Tasks are grouped by ``scenario_id``, else ``task_id``, else the
+        prompt.
+    metric : str
+        ``"pass_at_1"`` (exact 0/1 rewards, within 1e-6), ``"reward"`` (any finite numeric
+        reward), ``"marker:<name>"`` or a bare marker name (finite numeric values of
+        ``markers[name]``). Rewards are read from ``reward``, else ``qwen_reward``. Present
+        but unusable values (a bool, text, NaN, partial credit for pass_at_1) are counted in
+        ``n_skipped``. An unknown name raises with the nearest valid ones (on empty input
+        any marker name is accepted).
+    level : float, optional
+        Confidence level of the interval, strictly between 0 and 1; default 0.95. Checked
+        even when no interval is formed.
+    n_resamples : int, optional
+        Bootstrap resamples, an integer ``>= 1``; default 10,000.
+    seed : int, numpy.random.Generator or None, optional
+        Seed of the bootstrap (:func:`toolkit.stats.bootstrap_ci`); default 0. None draws
+        fresh entropy, so the interval is not reproducible.
+
+    Returns
+    -------
+    MetricSummary
+        ``metric`` (the resolved name), ``mean``, ``ci95``, ``level``, ``n_tasks``,
+        ``n_rows`` (values used), ``n_skipped``, ``degenerate``, ``n_rows_at_1``,
+        ``n_rows_at_0``, ``per_task``, ``warnings`` and ``note``.
+
+    Raises
+    ------
+    ConfigError
+        For an unknown metric name, or ``level`` / ``n_resamples`` out of range.
+    TypeError
+        When ``metric`` is not a string or ``rows`` is not a row container.
     """
     rows = as_row_list(rows)
     # Checked up front, not only when 3+ tasks reach the bootstrap.
-    level = _check_level(level)
-    n_resamples = _check_count(n_resamples, "n_resamples")
+    level = check_level("level", level)
+    n_resamples = check_count("n_resamples", n_resamples)
     grouped, skipped, resolved = per_task_values(rows, metric)
     tasks = sorted(grouped)
     values = [value for task in tasks for value in grouped[task]]
@@ -231,7 +269,39 @@ def marker_summary(
     n_resamples: int = 10_000,
     seed: int | np.random.Generator | None = 0,
 ) -> MarkerSummary:
-    """:func:`metric_summary` for every marker present in ``rows`` (sorted by name)."""
+    """:func:`metric_summary` for every marker present in ``rows`` (sorted by name).
+
+    Parameters
+    ----------
+    rows : list of dict, SimulationData, DataFrame or path
+        The rows: a list of row dicts, anything with ``.rows``, a pandas DataFrame or a path
+        to a JSONL file. Tasks are grouped by ``scenario_id``, else ``task_id``, else the
+        prompt.
+        Every name that appears in some row's ``markers`` dict is summarised.
+    level : float, optional
+        Confidence level of the interval, strictly between 0 and 1; default 0.95. Checked
+        even when no interval is formed.
+    n_resamples : int, optional
+        Bootstrap resamples, an integer ``>= 1``; default 10,000.
+    seed : int, numpy.random.Generator or None, optional
+        Seed of each marker's bootstrap; default 0. An int gives every marker the
+        same seed; a Generator is shared, drawn from marker after marker. None draws
+        fresh entropy, so the interval is not reproducible.
+
+    Returns
+    -------
+    MarkerSummary
+        A read-only mapping marker name -> :class:`MetricSummary`, with ``n_rows`` and a
+        ``note`` (no rows, no markers, or markers with too few tasks for an interval).
+
+    Raises
+    ------
+    ConfigError
+        When ``level`` or ``n_resamples`` is out of range (checked per marker, so not when
+        no row carries a marker).
+    TypeError
+        When ``rows`` is not a row container.
+    """
     rows = as_row_list(rows)
     names = _marker_names(rows)
     summaries = {
@@ -293,7 +363,41 @@ class GroupSignal(Result):
 
 
 def group_signal(rows: Any, lo: float = 0.2, hi: float = 0.8) -> GroupSignal:
-    """Count mixed, unanimous and in-band groups of rollouts per task (docs/design/engine.md §6.7)."""
+    """Count mixed, unanimous and in-band groups of rollouts per task (docs/design/engine.md §6.7).
+
+    A group is a task's rollouts with a finite numeric reward (``reward``, else
+    ``qwen_reward``). A group of one reward is single; a group of 2 or more is mixed when
+    its rewards are not all equal, and then in band when ``lo <= mean reward <= hi``; a
+    unanimous group is all-zero (every reward 0) or all-one (every reward 1), any other
+    unanimous value counting in neither. The pass@k fields are the point values of
+    :func:`toolkit.stats.pass_at` on the same rows.
+
+    Parameters
+    ----------
+    rows : list of dict, SimulationData, DataFrame or path
+        The rows: a list of row dicts, anything with ``.rows``, a pandas DataFrame or a path
+        to a JSONL file. Tasks are grouped by ``scenario_id``, else ``task_id``, else the
+        prompt.
+    lo, hi : float, optional
+        The band of mean rewards that counts as in band, each in [0, 1] with
+        ``lo <= hi``; defaults 0.2 and 0.8. They affect only ``n_in_band``.
+
+    Returns
+    -------
+    GroupSignal
+        ``n_groups``, ``n_single``, ``n_mixed``, ``n_all_zero``, ``n_all_one``,
+        ``n_in_band``, ``mixed_rate`` (``n_mixed`` / groups of size >= 2, None without
+        any), ``lo``, ``hi``, ``n_rows`` (rewards used), ``n_skipped``, ``k``, ``pass_at_1``,
+        ``pass_pow_k``, ``pass_at_k``, ``headroom``, ``groups`` and ``note``.
+
+    Raises
+    ------
+    ConfigError
+        When ``lo`` or ``hi`` is not a number in [0, 1] (a bool is refused) or
+        ``lo > hi``.
+    TypeError
+        When ``rows`` is not a row container.
+    """
     rows = as_row_list(rows)
     for name, value in (("lo", lo), ("hi", hi)):
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:

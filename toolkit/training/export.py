@@ -57,6 +57,7 @@ from typing import Any
 from toolkit._util.hashing import canonical_json, stable_uniform
 from toolkit._util.keys import binary_reward, numeric_reward, task_key
 from toolkit._util.results import Result
+from toolkit._util.validate import check_count
 from toolkit.errors import ExportError, PublishGateError, ToolkitError, unknown_name_message
 from toolkit.grading import hack_scan
 from toolkit.logprobs import calibrate
@@ -146,11 +147,6 @@ def _check_band(band: Any) -> tuple[float, float]:
     if not (0.0 <= lo <= hi <= 1.0):
         raise ExportError(f"band must satisfy 0 <= lo <= hi <= 1, got {band}")
     return lo, hi
-
-
-def _check_count(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ExportError(f"{name} must be an integer >= 1, got {value!r}")
 
 
 def _check_tools(tools: Any) -> None:
@@ -441,6 +437,25 @@ def write_jsonl(records: Sequence[Mapping[str, Any]], path: str | Path) -> Path:
     Export records are training/preference samples, not rollout rows, so they do not go
     through ``save_rows`` (which validates the rollout schema); they are scrubbed here the
     same way, and an empty list is refused rather than written as a 0-byte file.
+
+    Parameters
+    ----------
+    records : sequence of mapping
+        The records, one JSON line each (privileged keys removed at any depth; values JSON
+        cannot encode are written with ``str``).
+    path : str or path
+        The file to write; missing parent directories are created and an existing file is
+        replaced.
+
+    Returns
+    -------
+    Path
+        ``path``.
+
+    Raises
+    ------
+    ExportError
+        When ``records`` is empty.
     """
     import os
     import tempfile
@@ -513,26 +528,67 @@ def training_rows(
 ) -> TrainingSet:
     """Build SFT samples: system prompt, tool schemas, OpenAI-shaped tool calls, a loss mask.
 
-    ``loss_mask`` has one 0/1 per message: 1 on every assistant message
-    (``mask_mode="assistant"``) or only the last (``"final"``); system, user and tool
-    messages are always 0. ``unroll=True`` makes one sample per assistant turn whose loss
-    falls on that turn only. ``format="trl"`` writes TRL's conversational shapes and no
-    mask: ``messages`` rows (train with ``assistant_only_loss=True``) for the assistant
-    mode, ``prompt``/``completion`` rows for "final" and for ``unroll``; tool-call
-    arguments become dicts (chat templates expect them) and the row's prompt string moves
-    to ``prompt_text`` so TRL does not read the row as prompt-completion.
+    ``loss_mask`` has one 0/1 per message; system, user and tool messages are always 0. The
+    row's prompt string is kept as ``prompt_text``. Failing rows (reward < 0.5) and turns cut
+    at the token cap are kept with a warning. Group fields (group_id, k, n0, n1,
+    reward_mean, reward_std) are stamped when any task repeats. A row with no conversation
+    or no assistant turn is always refused.
 
-    Gates with ``validate=True`` refuse a row whose tool arguments do not decode to an
-    object or whose assistant turns or tool arguments quote its privileged block (8
-    consecutive words, or a whole privileged string of >= 12 characters, that the agent was
-    not itself shown in the system prompt, prompt, user turns or tool results); failing rows (reward < 0.5) and turns cut at the token cap are kept with a
-    warning. Group fields (group_id, k, n0, n1, reward_mean, reward_std) are stamped when any
-    task repeats. Raises :class:`ExportError` when nothing survives.
+    Parameters
+    ----------
+    rows : list of dict, SimulationData, DataFrame, str or path
+        Graded rows: a list of row dicts, anything with ``.rows``, a pandas DataFrame, or a
+        path to a JSONL file.
+    system_prompt : str, mapping, list of dict or None, optional
+        The system prompt to put first: a string for every row; ``{sha: text}`` or
+        ``data.system_prompts`` (a list of ``{"sha", "text"}``), looked up by each row's
+        ``lineage.system_prompt_sha``. Default None uses the row's ``system_prompt`` field,
+        else the first system message of its ``messages``.
+    tools : list of dict or None, optional
+        Tool schemas (dicts such as ``{"type": "function", "function": {...}}``) attached to
+        every record; default None attaches each row's own ``tools`` field when it has one.
+        With no schema attached a warning says so.
+    mask_mode : {"assistant", "final"}, optional
+        ``"assistant"`` (default) puts loss 1 on every assistant message, ``"final"`` only on
+        the last.
+    unroll : bool, optional
+        Default False. True makes one sample per assistant turn (the conversation up to it)
+        whose loss falls on that turn only, with ``turn_index``.
+    format : {"openai", "trl"}, optional
+        ``"openai"`` (default) writes ``messages`` with ``loss_mask``. ``"trl"`` writes TRL's
+        conversational shapes and no mask: ``messages`` rows (train with
+        ``assistant_only_loss=True``) for the assistant mode, ``prompt``/``completion`` rows
+        for "final" and for ``unroll``; tool-call arguments become dicts (chat templates
+        expect them), and the prompt string stays in ``prompt_text`` so TRL does not read
+        the row as prompt-completion.
+    strip_think : bool, optional
+        Remove ``<think>...</think>`` blocks from assistant messages; default True.
+    max_tool_output_chars : int or None, optional
+        Cut tool messages longer than this many characters (an integer >= 1), appending a
+        marker that says so; default None keeps them whole.
+    validate : bool, optional
+        Default True: refuse a row whose tool arguments do not decode to an object, or whose
+        assistant turns or tool arguments quote its privileged block (8 consecutive words,
+        or a whole privileged string of >= 12 characters, that the agent was not itself
+        shown in the system prompt, prompt, user turns or tool results). False turns both
+        gates off: an undecodable tool call is left out of the sample and a leaking row is
+        kept.
+
+    Returns
+    -------
+    TrainingSet
+        The samples (scrubbed), the refusal counts by reason and the warnings.
+
+    Raises
+    ------
+    ExportError
+        For an unknown ``format`` or ``mask_mode``, a bad ``max_tool_output_chars``,
+        ``tools`` or ``system_prompt``, or when nothing survives.
     """
     _check_format("format", format, _FORMATS)
     _check_format("mask_mode", mask_mode, _MASK_MODES)
     if max_tool_output_chars is not None:
-        _check_count("max_tool_output_chars (or None)", max_tool_output_chars)
+        check_count("max_tool_output_chars (or None)", max_tool_output_chars, error=ExportError)
     _check_tools(tools)
     _check_system_prompt(system_prompt)
     source = as_row_list(rows)
@@ -699,15 +755,42 @@ def select_for_sft(
     block (``dropped["privileged_quote"]``; the rows come back scrubbed, so this is the
     last point the leak can be seen), then per ``strategy``.
 
-    ``top_per_prompt`` keeps the best row of each prompt, ordered round-robin over behaviour
-    signatures (largest bucket first) so the cut at ``target`` keeps the variety;
-    ``random_per_prompt`` keeps a seeded random passing row per prompt; ``top_k_overall``
-    and ``random_k_overall`` ignore prompts. ``selection_effective`` is ``"pass_filter"``
-    when the median prompt has one eligible completion or every eligible reward is equal:
-    then "best" chose nothing and the set is the pass filter (#747).
+    Junk is a non-ok ``judge_status``, ``finish_reason == "error"``, or an empty reply with
+    no tool call; ungraded rows are dropped too. ``selection_effective`` is
+    ``"pass_filter"`` when the median prompt has one eligible completion or every eligible
+    reward is equal: then "best" chose nothing and the set is the pass filter (#747).
+
+    Parameters
+    ----------
+    rows : list of dict, SimulationData, DataFrame, str or path
+        Graded rows: a list of row dicts, anything with ``.rows``, a pandas DataFrame, or a
+        path to a JSONL file.
+    target : int, optional
+        The most rows to return, an integer >= 1; default 1000.
+    min_reward : float, optional
+        The lowest reward a row may have; default 1.0.
+    strategy : {"top_per_prompt", "random_per_prompt", "top_k_overall", "random_k_overall"}, optional
+        ``top_per_prompt`` (default) keeps the best row of each prompt, ordered round-robin
+        over behaviour signatures (largest bucket first) so the cut at ``target`` keeps the
+        variety; ``random_per_prompt`` keeps a seeded random passing row per prompt (same
+        ordering); ``top_k_overall`` (best reward first) and ``random_k_overall`` ignore
+        prompts.
+    seed : int, optional
+        Seed of the random picks and of the tie-breaking order; default 0.
+
+    Returns
+    -------
+    SFTSelection
+        The selected rows (scrubbed), the strategy and the effective selection, and the
+        counts dropped by reason.
+
+    Raises
+    ------
+    ExportError
+        For an unknown strategy, a bad ``target``, or when no row is selected.
     """
     _check_format("strategy", strategy, _SFT_STRATEGIES)
-    _check_count("target", target)
+    check_count("target", target, error=ExportError)
     source = as_row_list(rows)
     dropped: Counter = Counter()
     eligible: list[dict[str, Any]] = []
@@ -857,12 +940,35 @@ def build_preference_pairs(
     ``min_margin`` (with ``length_match=True``, the one closest in reply length, so the
     pair does not teach "longer is better"); each row is used once. ``same_prompt`` on a
     pair says whether both rollouts opened with the same prompt (a TRL export needs it; the
-    report warns otherwise). The default margin 1.0 admits only 1-vs-0 pairs; 0.5 admits partial credit; a margin <= 0 would pair ties
-    and raises ValueError.
+    report warns otherwise).
+
+    Parameters
+    ----------
+    rows : list of dict, SimulationData, DataFrame, str or path
+        Graded rows: a list of row dicts, anything with ``.rows``, a pandas DataFrame, or a
+        path to a JSONL file.
+    min_margin : float, optional
+        The least score difference between chosen and rejected. The default 1.0 admits only
+        1-vs-0 pairs; 0.5 admits partial credit; a margin <= 0 would pair ties and raises
+        ValueError (:class:`ExportError`).
+    length_match : bool, optional
+        Default False takes the highest-scoring lower candidate with the margin; True takes
+        the one closest in reply length, so the pair does not teach "longer is better".
+    max_pairs_per_prompt : int, optional
+        The most pairs made per task (rows grouped by task key), an integer >= 1; default 1.
+    score : str, optional
+        The row field holding the score; default ``"reward"``. Another name that no row
+        carries raises :class:`ExportError`.
+
+    Returns
+    -------
+    PreferencePairs
+        The pairs (whole in-memory rows, for :func:`export_preference`), the tasks seen and
+        paired, warnings and the rows dropped by reason.
     """
     if not isinstance(min_margin, (int, float)) or isinstance(min_margin, bool) or min_margin <= 0:
         raise ExportError(f"min_margin must be > 0 (a margin of 0 pairs ties), got {min_margin!r}")
-    _check_count("max_pairs_per_prompt", max_pairs_per_prompt)
+    check_count("max_pairs_per_prompt", max_pairs_per_prompt, error=ExportError)
     source = as_row_list(rows)
     _check_score_field(source, score)
     dropped: Counter = Counter()
@@ -1006,7 +1112,40 @@ def export_preference(
     (equal scores or identical conversations) are dropped, and in TRL format so is a pair
     whose conversations differ before the first assistant turn (no shared prompt); an
     empty result raises :class:`ExportError`. Returns the records; writes JSONL when
-    ``path`` is given."""
+    ``path`` is given.
+
+    Parameters
+    ----------
+    pairs : PreferencePairs or sequence of dict
+        From :func:`build_preference_pairs`, or pair dicts with ``chosen`` and ``rejected``
+        rows and ``chosen_score`` / ``rejected_score``; the other keys of a pair ride along
+        on its record.
+    path : str, path or None, optional
+        Where to write the records with :func:`write_jsonl`; default None writes nothing.
+    format : {"openai", "trl"}, optional
+        ``"openai"`` (default): full ``chosen``/``rejected`` conversations with tool-call
+        arguments as JSON strings. ``"trl"``: shared ``prompt`` and the two completions, with
+        arguments as dicts.
+    system_prompt : str, mapping, list of dict or None, optional
+        The system prompt to put first: a string for every row; ``{sha: text}`` or
+        ``data.system_prompts`` (a list of ``{"sha", "text"}``), looked up by each row's
+        ``lineage.system_prompt_sha``. Default None uses the row's ``system_prompt`` field,
+        else the first system message of its ``messages``.
+    tools : list of dict or None, optional
+        Tool schemas attached to every record; default None attaches the chosen row's own
+        ``tools`` field when it has one.
+
+    Returns
+    -------
+    list of dict
+        The records, scrubbed (``<think>`` blocks removed from assistant turns).
+
+    Raises
+    ------
+    ExportError
+        For an unknown ``format``, bad ``tools`` or ``system_prompt``, a side whose tool
+        arguments do not decode to an object, or when nothing is left to write.
+    """
     _check_format("format", format, _FORMATS)
     _check_tools(tools)
     _check_system_prompt(system_prompt)
@@ -1092,7 +1231,7 @@ class RLSelection(Result, _Saveable):
 
 
 _TRUNCATED_MODES = ("drop", "keep", "penalize")
-# simulate()'s modes (toolkit.sim.engine.MODES); spelled out here so the export layer does not
+# simulate()'s modes (toolkit.sim.MODES); spelled out here so the export layer does not
 # import the engine.
 _RUN_MODES = ("explore", "sft", "rl", "adaptive")
 _RL_ORDERS = ("spread", "middle")
@@ -1143,14 +1282,56 @@ def select_for_rl(
     exact duplicates within the group. Groups are ordered round-robin across fault kinds,
     then across pass rates (``spread``) or nearest 50% first (``middle``), and are never
     split: the last one may overshoot ``target``. Rows are stamped with ``calibration``
-    from the pre-prune group, and :func:`toolkit.hack_scan` runs over the selection
-    (``endorsed`` names what the reward should pay for; without it the regime reads
-    "unknown" whenever there is signal).
+    from the pre-prune group, and :func:`toolkit.hack_scan` runs over the selection. A pass is
+    a reward >= 0.5.
+
+    Parameters
+    ----------
+    rows : list of dict, SimulationData, DataFrame, str or path
+        Graded rows: a list of row dicts, anything with ``.rows``, a pandas DataFrame, or a
+        path to a JSONL file.
+    band : tuple of (float, float), optional
+        ``(lo, hi)`` pass rates with 0 <= lo <= hi <= 1, both inclusive; default
+        ``(0.2, 0.8)``. Also the thresholds of the ``prior`` rule.
+    target : int, optional
+        Rows to collect, an integer >= 1; default 1000. Groups are never split, so the last
+        one may overshoot it; the groups after it are dropped as ``over_target``.
+    truncated : {"drop", "keep", "penalize"}, optional
+        What to do with a row cut at the token cap: ``"drop"`` (default) drops it,
+        ``"keep"`` marks it ``overlong``, ``"penalize"`` sets its reward to 0 and keeps
+        ``reward_before_penalty``.
+    order : {"spread", "middle"}, optional
+        Within each fault kind, ``"spread"`` (default) goes round-robin across pass rates,
+        ``"middle"`` takes pass rates nearest 50% first.
+    prior : rows or None, optional
+        Rows of the last round (any form ``rows`` takes); a task whose 0/1 pass rate there
+        is above ``hi`` or below ``lo`` is dropped as ``prior_solved`` / ``prior_unsolved``.
+        Default None.
+    scan : bool, optional
+        Run :func:`toolkit.hack_scan` over the selection (grouped by task) and warn on a
+        ``reward_hack`` regime; default True.
+    endorsed : sequence of str or None, optional
+        Passed to the scan: what the reward should pay for; without it the regime reads
+        "unknown" whenever there is signal. Default None.
+    seed : int, optional
+        Breaks ties in the group order and seeds the scan's shuffles; default 0.
+
+    Returns
+    -------
+    RLSelection
+        The kept rows (scrubbed) and groups, the dropped groups and rows with reasons, the
+        band, warnings and the scan.
+
+    Raises
+    ------
+    ExportError
+        For an unknown ``truncated`` or ``order``, a bad ``band`` or ``target``, or when no
+        group is kept.
     """
     _check_format("truncated", truncated, _TRUNCATED_MODES)
     _check_format("order", order, _RL_ORDERS)
     lo, hi = _check_band(band)
-    _check_count("target", target)
+    check_count("target", target, error=ExportError)
     source = as_row_list(rows)
     stamped = calibrate(source).rows
     dropped_rows: Counter = Counter()
@@ -1310,7 +1491,34 @@ def reward_model_set(
     (``messages`` in the OpenAI wire shape) plus ``reward``. Failures are the point of a
     reward model, so nothing is filtered on reward; a one-class set is warned about. A row
     whose reply quotes its own privileged block is left out (``n_leaks``): the answer key
-    must not reach a training file in any cut."""
+    must not reach a training file in any cut. A row whose tool arguments do not decode to
+    an object is left out and counted in ``n_ungraded``.
+
+    Parameters
+    ----------
+    rows : list of dict, SimulationData, DataFrame, str or path
+        Graded rows: a list of row dicts, anything with ``.rows``, a pandas DataFrame, or a
+        path to a JSONL file.
+    system_prompt : str, mapping, list of dict or None, optional
+        The system prompt to put first: a string for every row; ``{sha: text}`` or
+        ``data.system_prompts`` (a list of ``{"sha", "text"}``), looked up by each row's
+        ``lineage.system_prompt_sha``. Default None uses the row's ``system_prompt`` field,
+        else the first system message of its ``messages``.
+    tools : list of dict or None, optional
+        Tool schemas (dicts such as ``{"type": "function", "function": {...}}``) attached to
+        every record; default None attaches each row's own ``tools`` field when it has one.
+
+    Returns
+    -------
+    RewardModelSet
+        The records (``messages``, ``reward`` and the row's other fields, scrubbed) and the
+        pass, fail, ungraded and leak counts.
+
+    Raises
+    ------
+    ExportError
+        For bad ``tools`` or ``system_prompt``, or when no row qualifies.
+    """
     _check_tools(tools)
     _check_system_prompt(system_prompt)
     source = as_row_list(rows)
@@ -1402,7 +1610,46 @@ def publish_gate(
     Warnings never prune: mixed asks outside the band, unanimous asks, duplicates,
     carried calibrations, near-duplicate prompts, length-reward correlation. Every graded
     row is stamped with ``calibration`` (the returned ``.rows``). Explore-shaped data
-    passes with the stamp.
+    passes with the stamp. When any row carries ``gold_reward``, :func:`toolkit.judge_trust`
+    runs as context (never a gate).
+
+    Parameters
+    ----------
+    rows : list of dict, SimulationData, DataFrame, str or path
+        Graded rows: a list of row dicts, anything with ``.rows``, a pandas DataFrame, or a
+        path to a JSONL file.
+    strict : bool, optional
+        Raise :class:`PublishGateError` (carrying the report) on any refusal; default True.
+        False returns the report with ``ok=False`` instead.
+    strict_hacks : bool, optional
+        Make a ``reward_hack`` regime of the scan a refusal rather than a warning; default
+        False. Needs ``scan``.
+    band : tuple of (float, float), optional
+        ``(lo, hi)`` pass rates, 0 <= lo <= hi <= 1; default ``(0.2, 0.8)``. Only warns about
+        mixed asks outside it; nothing is pruned.
+    mode : {"explore", "sft", "rl", "adaptive"} or None, optional
+        The run's mode; ``"rl"`` makes the data RL-shaped even without a repeated task. The
+        other values are checked but have no further effect. Default None.
+    scan : bool, optional
+        Run :func:`toolkit.hack_scan` (grouped by task) over the graded rows of RL-shaped
+        data; default True.
+    endorsed : sequence of str or None, optional
+        Passed to the scan: what the reward should pay for. Default None.
+    seed : int, optional
+        Seed of the scan's shuffles; default 0.
+
+    Returns
+    -------
+    PublishGateReport
+        ``ok``, refusals, warnings, group signal, calibration counts, duplicates, lengths,
+        the length-reward correlation, the scan, the trust audit and the stamped rows.
+
+    Raises
+    ------
+    PublishGateError
+        With ``strict=True`` when a refusal applies.
+    ExportError
+        For an unknown ``mode``, a bad ``band``, or no rows.
     """
     if mode is not None:
         _check_format("mode", mode, _RUN_MODES)
@@ -1569,7 +1816,7 @@ def decontaminate(
     text equal), ``near_copy`` (one eval text covers >= ``overlap`` of the row's words
     through shared ``n``-grams; rows shorter than ``n`` words get the exact rule only) and
     ``semantic`` (cosine >= ``similarity`` between embeddings of rows with different task
-    ids, only with ``embedder``: a callable list[str] -> array (n, d); otherwise skipped).
+    ids, only with ``embedder``; otherwise skipped).
     ``semantic_p99`` is the 99th percentile of distinct-task similarity, to calibrate the
     threshold. A row's text is its ``prompt``, else its first user message; an empty text
     never matches.
@@ -1579,8 +1826,38 @@ def decontaminate(
     ``rules_partial`` (rule -> how many rows it could not check), and ``note`` says both in
     words. No rows, an empty ``against`` or a result with no row left raise
     :class:`ExportError`.
+
+    Parameters
+    ----------
+    rows : list of dict, SimulationData, DataFrame, str or path
+        Graded rows: a list of row dicts, anything with ``.rows``, a pandas DataFrame, or a
+        path to a JSONL file.
+    against : list of dict, SimulationData, DataFrame, str or path
+        The evaluation set, in the same forms.
+    n : int, optional
+        Word n-gram length of the ``near_copy`` rule, an integer >= 1; default 8.
+    overlap : float, optional
+        Share of a row's words, in (0, 1], that one eval text must cover for ``near_copy``;
+        default 0.8.
+    embedder : callable or None, optional
+        ``list[str] -> array (n, d)``, called once on the row texts and once on the eval
+        texts; enables the ``semantic`` rule. Default None skips it.
+    similarity : float, optional
+        Cosine threshold in [-1, 1] of the ``semantic`` rule; default 0.85.
+
+    Returns
+    -------
+    DecontaminationReport
+        The kept rows (scrubbed), the flagged rows with their rule, the rules run, skipped
+        and partial, and ``semantic_p99``.
+
+    Raises
+    ------
+    ExportError
+        For a bad ``n``, ``overlap`` or ``similarity``, an embedder result of the wrong
+        shape, and as above.
     """
-    _check_count("n", n)
+    check_count("n", n, error=ExportError)
     if isinstance(overlap, bool) or not isinstance(overlap, (int, float)) or not 0 < overlap <= 1:
         raise ExportError(f"overlap must be in (0, 1], got {overlap!r}")
     if isinstance(similarity, bool) or not isinstance(similarity, (int, float)) or not -1 <= similarity <= 1:

@@ -28,6 +28,26 @@ def resolve_profile(config: WhatIfConfig, requested: str | None) -> str:
     Forensic output (full prompts and outputs) needs BOTH ``reporting.profile: forensic`` with
     an acknowledgment block in the config AND ``--profile forensic`` on the command line (or
     ``fork(..., profile="forensic")``). Any other requested profile overrides the config's.
+
+    Parameters
+    ----------
+    config : WhatIfConfig
+        The validated config; its ``reporting.profile`` is the configured profile.
+    requested : str or None
+        The profile asked for on the command line or by ``fork(profile=...)``: one of
+        ``"default"``, ``"review"``, ``"minimal"``, ``"forensic"``. None keeps the config's.
+
+    Returns
+    -------
+    str
+        The profile in force.
+
+    Raises
+    ------
+    ForensicAffirmationError
+        When only one of the two places asks for ``forensic``.
+    WhatIfConfigError
+        For an unknown requested profile.
     """
     configured = config.reporting.profile
     if requested is None:
@@ -80,10 +100,29 @@ def _methodology(config: WhatIfConfig, policy: Policy, scorer_adapter: str, cach
 def fork(config: "WhatIfConfig | dict | str", profile: str | None = None) -> Verdict:
     """Run a what-if experiment and return its :class:`Verdict`.
 
-    ``config``: a path to a YAML/JSON file, a mapping, or a :class:`WhatIfConfig`.
-    ``profile``: overrides ``reporting.profile``; ``"forensic"`` is the second affirmation the
-    forensic profile needs. Per-trace problems become failure records, never exceptions; user
-    errors (bad config, unloadable runner or scorer, unreadable source) raise ToolkitError.
+    Per-trace problems become failure records, never exceptions; user errors (bad config,
+    unloadable runner or scorer, unreadable source) raise ToolkitError.
+
+    Parameters
+    ----------
+    config : WhatIfConfig, dict, str or path
+        A path to a YAML/JSON file, a mapping, or a :class:`WhatIfConfig`, loaded with
+        :func:`load_config`.
+    profile : str or None, optional
+        Overrides ``reporting.profile`` (see :func:`resolve_profile`); ``"forensic"`` is the
+        second affirmation the forensic profile needs. Default None uses the config's.
+
+    Returns
+    -------
+    Verdict
+        Ship / Don't Ship / Inconclusive with cohorts, findings, floor, failures, per-trace
+        results, selection, cache, methodology and manifest.
+
+    Raises
+    ------
+    ToolkitError
+        For a user error: :class:`WhatIfConfigError`, :class:`ForensicAffirmationError`,
+        :class:`SetupError` and the like.
     """
     started = _dt.datetime.now(_dt.timezone.utc)
     config = load_config(config)

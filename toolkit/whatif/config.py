@@ -321,7 +321,48 @@ class TimeoutsConfig(_Strict):
 
 
 class WhatIfConfig(_Strict):
-    """A complete what-if experiment (see the module docstring for the rules)."""
+    """A complete what-if experiment (see the module docstring for the rules).
+
+    Keyword-only; each section may be given as its model or as a mapping. Unknown keys are
+    refused and values are strict (no ``"5"`` for 5).
+
+    Parameters
+    ----------
+    experiment_shape : {"failure_rescue", "regression_check"}, optional
+        Default ``"failure_rescue"``, which needs ``selection.failure_cohort``;
+        ``"regression_check"`` tests the baseline cohort only and refuses a failure cohort.
+    source : SourceConfig or mapping
+        Where traces come from: ``adapter`` (stub, jsonl, phoenix, langfuse) and only that
+        adapter's fields.
+    target : TargetConfig or mapping
+        ``runner`` (``python:<module.path>:<attr>``) and ``max_workers`` (default 4).
+    selection : SelectionConfig or mapping
+        ``baseline_cohort`` (required) and ``failure_cohort``, each with ``limit`` and an
+        optional ``filter``.
+    change : ChangeConfig or mapping
+        The change under test: ``system_prompt`` and/or ``model`` (None keeps the runner's
+        default).
+    scorer : ScorerConfig or mapping
+        ``adapter`` (stub, python, inspect_ai), ``score_fn``, judge and rubric fields,
+        ``scoring_parameters``, ``cache_mode`` (default ``"auto"``), ``cache_dir`` and
+        ``max_workers``.
+    decision : DecisionConfig or mapping
+        Required as a key; every field has a default (``{}`` is enough): require_baseline,
+        max_baseline_regression_ratio 0.10, min_failure_improvement_ratio 0.50,
+        practical_delta_epsilon 0.05, max_ci_width None, bootstrap_resamples 5000, ci_level
+        0.95, seed 42.
+    reporting : ReportingConfig or mapping
+        Required as a key: ``profile`` (default ``"default"``) and, for ``"forensic"``, a
+        ``forensic_acknowledgment`` block.
+    timeouts : TimeoutsConfig or mapping
+        Required as a key: ``replay_seconds`` (default 60) and ``score_seconds`` (default 30).
+
+    Raises
+    ------
+    pydantic.ValidationError
+        For an invalid config; :func:`load_config` renders the same errors as one
+        :class:`WhatIfConfigError`.
+    """
 
     experiment_shape: Literal["failure_rescue", "regression_check"] = "failure_rescue"
     source: SourceConfig
@@ -453,7 +494,22 @@ def _read_file(path: Path) -> dict:
 def load_config(config: "WhatIfConfig | dict | str | Path") -> WhatIfConfig:
     """Load and validate a config from a path (.yaml/.yml/.json), a mapping, or a model.
 
-    Raises :class:`WhatIfConfigError` listing every problem at once.
+    Parameters
+    ----------
+    config : WhatIfConfig, dict, str or path
+        A :class:`WhatIfConfig` (returned as it is), a dict, or the path of a ``.yaml``,
+        ``.yml`` or ``.json`` file that parses to a mapping.
+
+    Returns
+    -------
+    WhatIfConfig
+        The validated config.
+
+    Raises
+    ------
+    WhatIfConfigError
+        Listing every problem at once; also for a missing, unreadable or unparsable file,
+        another extension, or another type of ``config``.
     """
     if isinstance(config, WhatIfConfig):
         return config

@@ -476,8 +476,25 @@ def decide(cohorts: Mapping[str, CohortResult], policy: Policy, run_findings: Se
            halted_by: Finding | None = None) -> Decision:
     """The one place a verdict state is built (see module docstring, step 5).
 
-    ``halted_by``: a run-level blocks_all finding (cache lock, cache corruption) that stopped
-    the run before scoring; the floor is then not evaluated and the verdict is Inconclusive.
+    Parameters
+    ----------
+    cohorts : mapping of str to CohortResult
+        The cohort summaries by name (``"failure"``, ``"baseline"``).
+    policy : Policy
+        Thresholds and experiment shape; they decide the required cohorts and the guards.
+    run_findings : sequence of Finding, optional
+        Run-level findings (cache mode inferred, settings unused, ...) listed before the
+        guard findings; their severities count towards the verdict. Default none.
+    halted_by : Finding or None, optional
+        A run-level blocks_all finding (cache lock, cache corruption) that stopped the run
+        before scoring; the floor is then not evaluated and the verdict is Inconclusive.
+        Default None.
+
+    Returns
+    -------
+    Decision
+        The verdict state, the floor result and failures, every finding, and the cohorts
+        marked required or not.
     """
     required = policy.required_cohorts
     if halted_by is not None:

@@ -100,6 +100,14 @@ class ToolCache:
 
     When a trace recorded the same call twice, the later output wins (the state the agent
     saw last), as in the reference.
+
+    Parameters
+    ----------
+    records : iterable of ToolRecord
+        The trace's recorded tool calls: objects with ``name``, ``arguments`` and ``result``
+        (``arguments`` None counts as ``{}``).
+    trace_id : str, optional
+        The trace's id, named in :class:`ToolCacheMiss` messages; default ``""``.
     """
 
     def __init__(self, records, trace_id: str = ""):

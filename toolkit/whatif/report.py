@@ -392,7 +392,25 @@ REPORT_SCHEMA: dict[str, Any] = {
 
 
 def load_report(source: "Verdict | Mapping | str | Path") -> dict[str, Any]:
-    """A report as a dict, from a Verdict, a dict, or a JSON file path; ReportError if unreadable."""
+    """A report as a dict, from a Verdict, a dict, or a JSON file path; ReportError if unreadable.
+
+    Parameters
+    ----------
+    source : Verdict, mapping, str or path
+        A :class:`Verdict` (converted with ``to_dict()``), a report mapping, or the path of a
+        JSON report file.
+
+    Returns
+    -------
+    dict
+        The report.
+
+    Raises
+    ------
+    ReportError
+        When the file is missing or unreadable, the data lacks ``schema_version`` /
+        ``verdict_state``, or its schema major version is not supported.
+    """
     if isinstance(source, Verdict):
         return source.to_dict()
     if isinstance(source, Mapping):
@@ -455,7 +473,25 @@ class VerdictDiff(Result):
 
 
 def diff(before, after) -> VerdictDiff:
-    """What changed between two verdicts or reports (Verdict, dict, or JSON path)."""
+    """What changed between two verdicts or reports (Verdict, dict, or JSON path).
+
+    Parameters
+    ----------
+    before, after : Verdict, mapping, str or path
+        The two reports, each read with :func:`load_report`.
+
+    Returns
+    -------
+    VerdictDiff
+        The two verdict states, per-cohort count and median changes (floats compared at 3
+        decimals), findings added and removed, and the traces present in both whose class
+        changed.
+
+    Raises
+    ------
+    ReportError
+        When either report cannot be read.
+    """
     a, b = load_report(before), load_report(after)
     fields = ("selected", "replayed", "scored", "improved", "unchanged", "regressed", "median_delta")
     cohorts_a = {c["name"]: c for c in a.get("cohort_results", [])}

@@ -76,6 +76,7 @@ from typing import Any
 
 from toolkit._util.hashing import stable_hash, stable_uniform
 from toolkit._util.results import json_safe
+from toolkit._util.validate import check_share
 from toolkit.errors import ConfigError, did_you_mean, unknown_name_message
 from toolkit.world._ids import draw_id, id_shapes
 from toolkit.world.faults import BUILTIN_BUILDERS, FAULT_MODES, FaultCall
@@ -254,8 +255,8 @@ class WorldOptions:
                 "WorldOptions.default_fault_mode: "
                 + unknown_name_message("fault mode", self.default_fault_mode, self.mode_names)
             )
-        _check_share("per_call_fault_rate", self.per_call_fault_rate)
-        _check_share("exists_share", self.exists_share)
+        check_share("WorldOptions.per_call_fault_rate", self.per_call_fault_rate)
+        check_share("WorldOptions.exists_share", self.exists_share)
         object.__setattr__(self, "search_hits", _check_pair("search_hits", self.search_hits, 0, 100, strict=False))
         object.__setattr__(self, "id_range", _check_pair("id_range", self.id_range, 0, 10**9, strict=True))
         years = _check_int_pair("date_years", self.date_years)
@@ -354,11 +355,6 @@ _world_options_init.__doc__ = _dataclass_init.__doc__
 WorldOptions.__init__ = _world_options_init  # type: ignore[method-assign]
 
 
-def _check_share(name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0.0 <= float(value) <= 1.0:
-        raise ConfigError(f"WorldOptions.{name} must be a number in [0, 1], got {value!r}")
-
-
 def _check_int_pair(name: str, value: Any) -> tuple[int, int]:
     if (
         not isinstance(value, (tuple, list))
@@ -397,7 +393,19 @@ def _check_pool(name: str, value: Any) -> tuple[str, ...]:
 
 def tool_verb(tool: ToolSpec | str) -> str:
     """The verb family of a tool by its name words: "create", "search", "read", "delete" or
-    "update" (the first word found in a family decides; none found -> "update")."""
+    "update" (the first word found in a family decides; none found -> "update").
+
+    Parameters
+    ----------
+    tool : ToolSpec or str
+        A tool, or a tool name (split into words as :attr:`ToolSpec.words` does:
+        ``getBooking`` -> "get", "booking"). Only the name is read.
+
+    Returns
+    -------
+    str
+        One of "create", "search", "read", "delete", "update".
+    """
     words = tool.words if isinstance(tool, ToolSpec) else ToolSpec(name=tool).words
     for word in words:
         if word in _SEARCH_VERBS:
@@ -571,11 +579,37 @@ _PLAN_KEYS = ("mode", "rate", "on_call")
 class World:
     """A seeded mock world for one rollout (it remembers what was created and deleted).
 
-    Parameters: ``tools`` (anything :func:`~toolkit.normalize_tools` accepts);
-    ``options`` (:class:`WorldOptions` or a dict of its fields); ``seed``; ``world_state``
-    (one of :data:`WORLD_STATES`, a reference long name, or None = "unknown");
-    ``fault_plan`` ({"*" or tool name: {"mode", "rate"?, "on_call"?}} or {"*": "timeout"});
-    ``execute`` (the user's own world, ``execute(tool_name, arguments) -> result``).
+    Parameters
+    ----------
+    tools : any
+        Anything :func:`toolkit.world.normalize_tools` accepts; the tools the world answers.
+    options : WorldOptions or mapping, optional
+        :class:`WorldOptions` or a dict of its fields (an unknown key raises). Default None:
+        ``WorldOptions()``.
+    seed : int
+        Seed of every draw (which unknown references exist, generated records, per-call fault
+        draws), so the same seed answers the same way. Default 0.
+    world_state : str, optional
+        One of :data:`WORLD_STATES`, a reference long name ("entity missing", ...), or None =
+        "unknown" (the default).
+    fault_plan : mapping, optional
+        ``{"*" or tool name: {"mode", "rate"?, "on_call"?}}`` or ``{"*": "timeout"}``. A tool
+        name's entry wins over ``"*"``; ``mode`` defaults to ``options.default_fault_mode``,
+        ``rate`` (per call, in [0, 1]) to ``options.per_call_fault_rate``; ``on_call`` is the
+        0-based index (or list of them) among the calls the entry matches. Default None: no
+        faults. Ignored when ``execute`` is given.
+    execute : callable, optional
+        The user's own world, ``execute(tool_name, arguments) -> result``: every call is
+        handed to it (no fault plan applies); an exception it raises is returned as an
+        ``execute_raised`` error and recorded in ``execute_errors``. Default None.
+
+    Raises
+    ------
+    ConfigError
+        If ``seed`` is not an integer, or the options, world state, fault plan or
+        ``execute`` is invalid.
+    SchemaError
+        If a tool schema is malformed.
     """
 
     def __init__(

@@ -49,7 +49,34 @@ def rollout_context(
 
     A ContextVar, not a thread-local: each thread and each asyncio task sees its own value
     (asyncio copies the context into every task), so concurrent rollouts never read each
-    other's prompt. Nested blocks restore the outer value on exit.
+    other's prompt. Nested blocks restore the outer value on exit. The values are stored as
+    given (only ``rollout_index`` is checked); they are what :func:`current_rollout` returns
+    inside the block.
+
+    Parameters
+    ----------
+    prompt : str
+        The rollout's prompt (stored as ``str(prompt)``).
+    rollout_index : int
+        Index of this rollout among those of the prompt, an integer >= 0. Default 0.
+    situation_id, task_id : str, optional
+        Ids of the rollout's situation and task. Default None.
+    seed : int, optional
+        The rollout's seed. Default None.
+    world_state : str, optional
+        The world state the rollout runs under. Default None.
+    **extra
+        Any further facts, kept as the ``extra`` dict of the context.
+
+    Yields
+    ------
+    RolloutContext
+        The context now current.
+
+    Raises
+    ------
+    ConfigError
+        If ``rollout_index`` is not an integer >= 0.
     """
     if isinstance(rollout_index, bool) or not isinstance(rollout_index, int) or rollout_index < 0:
         raise ConfigError(f"rollout_index must be an integer >= 0, got {rollout_index!r}")

@@ -283,10 +283,22 @@ def _one_tool(raw: Any, position: int) -> ToolSpec:
 def normalize_tools(tools: Any) -> list[ToolSpec]:
     """Normalise a tool list to :class:`ToolSpec` objects (order kept).
 
-    ``tools``: a list/tuple of tool dicts (OpenAI, bare function, Anthropic shapes, mixed)
-    or ToolSpecs; a single tool dict; or a path to a JSON file holding the list. Raises
-    :class:`~toolkit.SchemaError` naming the tool and the field for a malformed schema, and
-    for two tools with the same name.
+    Parameters
+    ----------
+    tools : list, tuple, mapping, ToolSpec, str, os.PathLike or None
+        A list/tuple of tool dicts (OpenAI, bare function, Anthropic shapes, mixed) or
+        ToolSpecs; a single tool dict or ToolSpec; or a path to a JSON file holding the list
+        (or a dict with the list under ``"tools"``). None gives ``[]``.
+
+    Returns
+    -------
+    list of ToolSpec
+
+    Raises
+    ------
+    SchemaError
+        Naming the tool and the field for a malformed schema, and for two tools with the same
+        name; also for a missing or invalid JSON file, or a ``tools`` of another type.
     """
     if isinstance(tools, (str, os.PathLike)):
         path = Path(tools)
