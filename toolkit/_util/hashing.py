@@ -21,7 +21,7 @@ def _make_c_encoder() -> Any:
     # JSONEncoder.encode builds a new C encoder on every call (c_make_encoder, ~0.6 us of a
     # ~1.1 us short-list encode); built once here with the exact arguments encode() passes,
     # minus the circular-reference check (hashed values are never circular). Falls back to
-    # encode() where the C accelerator or this signature is missing; tests/test_hashing.py
+    # encode() where the C accelerator or this signature is missing; tests/_util/test_hashing.py
     # checks both give the same text.
     make = getattr(json.encoder, "c_make_encoder", None)
     if make is None:

@@ -113,7 +113,7 @@ def _fast_validator() -> Any:
     branch, which made the step rule (a step names user, tool or text) cost 170 us a row; that
     one rule is checked here in Python instead (~40 us a row in all). It only says valid /
     invalid: an invalid row goes to jsonschema for the field-by-field messages, and jsonschema
-    has the last word (tests/test_rows.py checks both agree on valid and broken rows).
+    has the last word (tests/rows/test_rows.py checks both agree on valid and broken rows).
     """
     if "fast" not in _SCHEMA_CACHE:
         try:

@@ -188,7 +188,7 @@ def uniform_stream(*prefix: Any) -> Callable[[Any], float]:
     prefix (seed, situation or prompt text, turn); ``stable_uniform`` serialises and hashes
     the whole list every time. The canonical JSON of a list is ``"[" + items joined by "," +
     "]"``, so the prefix's serialisation and its sha256 state are computed once and each
-    draw only appends ``,<label>]`` (tested equal to ``stable_uniform`` in tests/test_writer.py).
+    draw only appends ``,<label>]`` (tested equal to ``stable_uniform`` in tests/situations/test_writer.py).
     Measured: 2.7 us -> 1.5 us per draw with a 110-character prompt in the prefix. It belongs beside
     ``stable_uniform`` in ``toolkit._util.hashing``; it lives here until that module's owner moves it.
     """

@@ -10,7 +10,7 @@ import pytest
 
 import toolkit as tk
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _chat_server import ChatServer, render, token_logprob, tokenize  # noqa: E402
 
 TOOLS = [

@@ -6,7 +6,7 @@ temporary directory replaced by a fixed token; runs that write ``output=`` also 
 file and its sidecar. A refactor must leave every digest unchanged. A change that alters
 behaviour on purpose updates the digest in the same commit and says why in its message.
 
-Regenerate after an intended change with ``python tests/test_golden.py`` (prints the table).
+Regenerate after an intended change with ``python tests/sim/test_golden.py`` (prints the table).
 """
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def digest_case(name: str, tmp: Path) -> str:
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_golden_digest(name: str, tmp_path: Path) -> None:
-    assert name in DIGESTS, f"no committed digest for {name}; run python tests/test_golden.py"
+    assert name in DIGESTS, f"no committed digest for {name}; run python tests/sim/test_golden.py"
     assert digest_case(name, tmp_path) == DIGESTS[name]
 
 

@@ -411,7 +411,7 @@ def chat_server():
     import sys
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from _chat_server import ChatServer
 
     with ChatServer() as running:

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import toolkit as tk
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 # The two knob tables of the user's spec ("Experiment knobs" and "Engine internals"; the spec is
 # the user's document, not in this repository, and docs/design/engine.md §2.6 summarises it):

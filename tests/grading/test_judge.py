@@ -340,7 +340,7 @@ def test_model_spec_judge_through_the_local_protocol_server():
     import sys
     from pathlib import Path
 
-    sys.path.insert(0, str(Path(__file__).parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from _chat_server import ChatServer
 
     with ChatServer() as server:

@@ -757,7 +757,7 @@ def test_rows_is_a_list_with_reader_attributes(tmp_path):
 # ---------------------------------------------------------------- shipped demo runs
 
 
-DATASETS = Path(__file__).resolve().parent.parent / "datasets"
+DATASETS = Path(__file__).resolve().parents[2] / "datasets"
 
 
 def test_demo_runs_are_paired_scrubbed_v1_rows_regenerated_by_their_script(tmp_path):

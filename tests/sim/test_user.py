@@ -9,7 +9,7 @@ from scipy import stats
 
 import toolkit as tk
 
-sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _chat_server import ChatServer  # noqa: E402
 
 N = 2000
