@@ -22,3 +22,13 @@ def test_top_level_names_are_pinned() -> None:
 def test_every_public_name_resolves() -> None:
     for name in tk.__all__:
         assert getattr(tk, name) is not None, name
+
+
+def test_a_name_that_moved_says_where_it_lives() -> None:
+    import pytest
+
+    with pytest.raises(AttributeError, match=r"it is tk\.stats\.BootstrapResult"):
+        tk.BootstrapResult  # noqa: B018
+    with pytest.raises(AttributeError, match=r"no attribute 'no_such_name'$"):
+        tk.no_such_name  # noqa: B018
+    assert tk.stats.BootstrapResult is not None

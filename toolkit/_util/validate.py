@@ -8,13 +8,12 @@ numbers here: ``True`` passed for a share or a count is a mistake, not 1.
 
 from __future__ import annotations
 
-import math
 import numbers
 from typing import Any
 
 from toolkit.errors import ConfigError
 
-__all__ = ["is_number", "is_count", "check_share", "check_count", "check_level", "check_positive", "pick_alias"]
+__all__ = ["is_number", "is_count", "check_share", "check_count", "check_level", "pick_alias"]
 
 
 def is_number(value: Any) -> bool:
@@ -45,13 +44,6 @@ def check_level(name: str, value: Any, *, error: type[Exception] = ConfigError) 
     """A confidence level or probability strictly between 0 and 1."""
     if not is_number(value) or not 0.0 < float(value) < 1.0:
         raise error(f"{name} must be a number strictly between 0 and 1; got {value!r}")
-    return float(value)
-
-
-def check_positive(name: str, value: Any, *, error: type[Exception] = ConfigError) -> float:
-    """A finite number > 0 (seconds, scales)."""
-    if not is_number(value) or not math.isfinite(float(value)) or float(value) <= 0:
-        raise error(f"{name} must be a positive finite number; got {value!r}")
     return float(value)
 
 

@@ -184,7 +184,7 @@ class Dashboard:
             if self._given.get(name) is not None:
                 # a starting value the control cannot show is refused, never clamped or
                 # replaced (a FloatSlider would turn fault_rate=2.0 into 1.0 silently)
-                self._check_start(name, self._given[name])
+                self._check_common(name, self._given[name])
         self._touched: set[str] = set()
         self._advanced_values: dict[str, Any] = {}
         self._last_valid: dict[str, Any] = {}
@@ -389,9 +389,6 @@ class Dashboard:
         """The simulate() keywords shown as the common controls, in display order."""
         return ("mode", "budget", "situations", "phrasings", "repeats", "fault_rate", "hard_share", "patience",
                 "concurrency", "seed", "reproducible", "logprobs")
-
-    def _check_start(self, name: str, value: Any) -> Any:
-        return self._check_common(name, value)
 
     def _check_common(self, name: str, value: Any) -> Any:
         """A control's value checked by the engine's own code (RunKnobs for knobs,
