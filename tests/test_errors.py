@@ -51,3 +51,14 @@ def test_the_error_tree_in_the_docstring_is_the_real_one():
             continue
         parent = next(n for c, n, _ in reversed(drawn[:position]) if c < column)
         assert cls.__mro__[1].__name__ == parent, (name, parent)
+
+
+def test_agent_reply_error_and_backend_error_keep_their_fields_through_pickling():
+    # rollouts may run in a process pool: what they raise comes back pickled
+    import pickle
+
+    reply = pickle.loads(pickle.dumps(tk.AgentReplyError("bad", shape="message", got="int")))
+    assert isinstance(reply, TypeError) and (reply.shape, reply.got, str(reply)) == ("message", "int", "bad")
+    backend = pickle.loads(pickle.dumps(tk.errors.BackendError("down", "connection", 0, first_contact=True)))
+    assert (backend.status, backend.retries, backend.first_contact, str(backend)) == ("connection", 0, True, "down")
+    assert tk.errors.BackendError("x").first_contact is False

@@ -41,6 +41,8 @@ SUBPACKAGES = ("errors", "rows", "stats", "world", "agents", "situations", "grad
 # name -> the sub-namespace it comes from. What a notebook reader calls; everything else is
 # reached through its sub-namespace (tk.stats.BootstrapResult, tk.world.WorldOptions, ...).
 _LAZY = {
+    # errors beyond the five imported above: the ones a run raises at a user's own code
+    "AgentReplyError": "errors",
     # run
     "simulate": "sim", "load": "sim", "SimulationData": "sim", "run_rollout": "sim", "RunKnobs": "sim",
     "knob_table_markdown": "sim", "exact_kl": "sim", "run_progress": "sim", "ENDED_BY": "sim", "LOST_REASONS": "sim",

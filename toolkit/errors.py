@@ -11,8 +11,9 @@ code that already catches ``ValueError`` keep working)::
     ├── KnobError (ValueError)           an engine knob is unknown, mistyped or out of bounds
     ├── RowError (ValueError)            a row breaks the schema, or a rows file is malformed
     ├── SchemaError (ValueError)         a tool schema or other structured input is malformed
+    ├── AgentReplyError (TypeError)      an agent callable returned a reply of an impossible type
     ├── BadReply                         a chat agent's reply is not a usable message (.reason)
-    ├── BackendError                     a model call failed (.status, .retries)
+    ├── BackendError                     a model call failed (.status, .retries, .first_contact)
     ├── LostRollout                      a rollout produced nothing gradable (.reason, .row)
     ├── JudgeError (ValueError)          a judge argument is unusable
     ├── JudgeTrustError                  grade(trust="require") found the judge untrusted (.trust)
@@ -45,6 +46,7 @@ __all__ = [
     "AgentShapeError",
     "WhatIfConfigError",
     "ForensicAffirmationError",
+    "AgentReplyError",
     "BadReply",
     "BackendError",
     "LostRollout",
@@ -99,6 +101,26 @@ class ForensicAffirmationError(ConfigError):
     """Forensic reporting was asked for on only one of the two required surfaces."""
 
 
+class AgentReplyError(ToolkitError, TypeError):
+    """An agent callable returned a reply whose *type* no reply of its shape can have.
+
+    Raised by :func:`toolkit.run_rollout` on the first such reply (``None``, an int, a list,
+    an SDK object, a dict with none of the shape's keys, ...): a bug in the code around the
+    model, which every later rollout would repeat, so it is never counted as a lost rollout.
+    A reply of the right type whose values are unusable (empty text, tool arguments that are
+    not JSON) is a model glitch instead: :class:`BadReply`, a lost and re-rolled rollout.
+    ``.shape`` is the agent's shape (``"chat"`` or ``"message"``), ``.got`` the type name of
+    what it returned. A ``TypeError`` too, since that is what it is.
+    """
+
+    def __init__(self, message: str, *, shape: str | None = None, got: str | None = None) -> None:
+        # keyword-only extras: an exception is rebuilt from its message alone when pickled
+        # back from a process-pool worker, then its __dict__ is restored
+        super().__init__(message)
+        self.shape = shape
+        self.got = got
+
+
 class BadReply(ToolkitError):
     """A chat agent returned something that is not a usable assistant message."""
 
@@ -110,12 +132,15 @@ class BadReply(ToolkitError):
 
 class BackendError(ToolkitError):
     """A model call failed: ``.status`` (HTTP status, "timeout", "connection", or "no_models"
-    when a bare-URL server lists no model), ``.retries``."""
+    when a bare-URL server lists no model), ``.retries``, and ``.first_contact``: True when
+    the server never answered this backend at all (refused, or silent for the whole timeout),
+    which a rollout records as lost ``server_unreachable``."""
 
-    def __init__(self, message: str, status: Any = None, retries: int = 0) -> None:
+    def __init__(self, message: str, status: Any = None, retries: int = 0, *, first_contact: bool = False) -> None:
         super().__init__(message)
         self.status = status
         self.retries = retries
+        self.first_contact = first_contact
 
 
 class LostRollout(ToolkitError):

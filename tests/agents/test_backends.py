@@ -82,16 +82,28 @@ def test_500_is_retried(server):
 
 
 def test_slow_reply_times_out_and_is_not_retried(server):
-    server.slow_seconds = 1.5
     agent = _agent(server, "slow", timeout=0.3)
+    server.slow_seconds = 0.0
+    agent([{"role": "user", "content": "warm up"}], [])  # the server has answered this backend once
+    server.slow_seconds = 1.5
     began = time.perf_counter()
     row = tk.run_rollout(agent, "hi", user=False)
     assert time.perf_counter() - began < 1.4
     assert row["ended_by"] == "lost" and row["lost_reason"] == "timeout"
+    # a fresh backend that never heard back cannot tell slow from silent: it gives up the same
+    # way, but says the server never answered
+    fresh = tk.run_rollout(_agent(server, "slow", timeout=0.3), "hi", user=False)
+    assert fresh["lost_reason"] == "server_unreachable" and "never answered" in fresh["lost_detail"]
     # The rollout's own per-completion timeout also stops waiting on a slow backend.
     patient_sdk = _agent(server, "slow", timeout=30)
+    server.slow_seconds = 0.0
+    patient_sdk([{"role": "user", "content": "warm up"}], [])
+    server.slow_seconds = 1.5
     row = tk.run_rollout(patient_sdk, "hi", user=False, timeout=0.3)
     assert row["lost_reason"] == "timeout"
+    # whichever timer fires first, a backend that never heard back names it the same way
+    never_answered = tk.run_rollout(_agent(server, "slow", timeout=30), "hi", user=False, timeout=0.3)
+    assert never_answered["lost_reason"] == "server_unreachable" and server.url in never_answered["lost_detail"]
 
 
 def test_bad_tool_arguments_from_the_model_are_lost(server):
@@ -281,7 +293,83 @@ def test_unreachable_bare_url_is_an_error_naming_the_url():
     agent = tk.model_agent(url, max_retries=1, **FAST)
     with pytest.raises(tk.errors.BackendError, match=re.escape(f"{url}: cannot list the served models at GET {url}/models")) as caught:
         agent([{"role": "user", "content": "hi"}], [])
-    assert caught.value.status == "connection" and caught.value.retries == 1
+    # first contact: a refused connection is not retried
+    assert caught.value.status == "connection" and caught.value.retries == 0 and caught.value.first_contact
+    assert "connection refused" in str(caught.value) and "never answered" in str(caught.value)
+
+
+# -- a server that is not there: give up on first contact ----------------------------------------
+
+# Seconds per request in these tests: short, so the bound below is a behaviour check (no
+# retries, no backoff schedule), not a speed benchmark.
+SILENT_TIMEOUT = 1.0
+# A request's connect and read phases each get the timeout: 2 x timeout at most, plus 1 s slack.
+FIRST_CONTACT_BOUND = 2 * SILENT_TIMEOUT + 1.0
+
+
+@pytest.fixture
+def silent_url():
+    """A socket that accepts connections (the kernel's backlog does) and never replies."""
+    import socket
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen()
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/v1"
+
+
+@pytest.mark.parametrize("spec", ["vllm:some-model@{url}", "{url}", "anthropic:some-model"])
+def test_a_silent_server_fails_on_first_contact_within_two_timeouts(silent_url, spec):
+    options = {"api_key": "k", "base_url": silent_url} if spec.startswith("anthropic") else {}
+    agent = tk.model_agent(spec.format(url=silent_url), timeout=SILENT_TIMEOUT, max_retries=3, **options)
+    began = time.perf_counter()
+    with pytest.raises(tk.errors.BackendError) as caught:
+        agent([{"role": "user", "content": "hi"}], [])
+    elapsed = time.perf_counter() - began
+    assert elapsed < FIRST_CONTACT_BOUND, elapsed
+    error = caught.value
+    assert error.status == "timeout" and error.retries == 0 and error.first_contact is True
+    assert silent_url.removesuffix("/v1") in str(error) and "no reply within 1 s" in str(error)
+    began = time.perf_counter()
+    row = tk.run_rollout(agent, "hi", user=False)
+    assert time.perf_counter() - began < FIRST_CONTACT_BOUND
+    assert row["ended_by"] == "lost" and row["lost_reason"] == "server_unreachable"
+    assert silent_url.removesuffix("/v1") in row["lost_detail"] and "no reply within 1 s" in row["lost_detail"]
+
+
+def test_a_refused_connection_fails_on_first_contact_without_backoff():
+    url = _closed_port_url()
+    # the default backoff (0.5 s base): retrying 3 times would sleep >= 0.875 s before failing
+    agent = tk.model_agent(f"vllm:some-model@{url}", timeout=SILENT_TIMEOUT, max_retries=3)
+    began = time.perf_counter()
+    with pytest.raises(tk.errors.BackendError) as caught:
+        agent([{"role": "user", "content": "hi"}], [])
+    assert time.perf_counter() - began < FIRST_CONTACT_BOUND
+    error = caught.value
+    assert error.status == "connection" and error.retries == 0 and error.first_contact is True
+    assert str(error).startswith(f"vllm:some-model@{url}: connection refused") and agent.retries_made == 0
+    row = tk.run_rollout(agent, "hi", user=False)
+    assert row["lost_reason"] == "server_unreachable" and "connection refused" in row["lost_detail"]
+
+
+def test_once_the_server_has_answered_dropped_connections_are_retried():
+    with ChatServer() as gone:
+        agent = tk.model_agent(f"vllm:echo@{gone.url}", max_retries=2, **FAST)
+        assert agent([{"role": "user", "content": "hi"}], [])["content"] == "You said: hi"
+        assert agent.server_answered
+    # the server has stopped: a live server's transient error now, retried with backoff
+    with pytest.raises(tk.errors.BackendError) as caught:
+        agent([{"role": "user", "content": "hi"}], [])
+    assert caught.value.status == "connection" and caught.value.retries == 2 and not caught.value.first_contact
+    assert tk.run_rollout(agent, "hi", user=False)["lost_reason"] == "agent_error"
+
+
+def test_an_error_status_is_an_answer_so_it_is_retried_even_on_first_contact(server):
+    stubborn = _agent(server, "always-429", max_retries=1)
+    with pytest.raises(tk.errors.BackendError) as caught:
+        stubborn([{"role": "user", "content": "hi"}], [])
+    assert caught.value.status == 429 and caught.value.retries == 1 and not caught.value.first_contact
+    assert stubborn.server_answered
 
 
 def test_reference_logprobs_under_a_bare_url():

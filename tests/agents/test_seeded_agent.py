@@ -168,18 +168,26 @@ def test_later_reports_keep_the_first_reports_conduct():
         later = first + [{"role": "assistant", "content": outcome.text}, {"role": "user", "content": "Check ORD-1234 again"},
                          {"role": "assistant", "content": None, "tool_calls": [{"id": "c2", "type": "function", "function": {"name": "get_order", "arguments": '{"order_id": "ORD-1234"}'}}]},
                          {"role": "tool", "tool_call_id": "c2", "content": '{"status": "permission_denied"}'}]
-        kinds = {tuple(o.seeded) for o in agent.distribution(later) if not o.message.get("tool_calls")}
-        assert kinds == {tuple(outcome.seeded)}
+        # The wording conduct is kept; the fault reaction (ignore_fault) is drawn afresh per fault.
+        def conduct(seeded):
+            return tuple(kind for kind in seeded if kind != "ignore_fault")
+
+        kinds = {conduct(o.seeded) for o in agent.distribution(later) if not o.message.get("tool_calls")}
+        assert kinds == {conduct(outcome.seeded)}
 
 
 def test_mistake_rate_per_rollout_is_binomial_at_rate():
+    # Two independent draws on the first report after a fault: the wording conduct at `rate`,
+    # and the fault reaction at FAULT_MISTAKE_RATES[mode] (0.2 for permission_denied).
     agent = tk.seeded_agent(TOOLS, rate=0.35)
     n = 800
-    planted = 0
+    planted = ignored = 0
     for index in range(n):
         reply = _sample(agent, _after_fault("permission_denied"), index)
-        planted += bool(reply["seeded"])
+        planted += bool(set(reply["seeded"]) - {"ignore_fault"})
+        ignored += "ignore_fault" in reply["seeded"]
     assert stats.binomtest(planted, n, 0.35).pvalue > 1e-3
+    assert stats.binomtest(ignored, n, tk.agents.seeded.FAULT_MISTAKE_RATES["permission_denied"]).pvalue > 1e-3
 
 
 def test_ignore_fault_only_after_a_fault_and_leak_only_with_privileged():

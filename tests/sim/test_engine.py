@@ -232,8 +232,12 @@ def test_dask_executor():
 
 
 def test_until_saturation_and_time_budget():
-    data = tk.simulate(mode="sft", budget=2000, until="saturation", advanced={"saturation_flat_batches": 1, "saturation_fresh_share": 1.0}, **FAST)
-    assert data.stopped_because == "saturation" and len(data.rows) < 2000
+    # one tool keeps the grid small: the flat-batch rule waits until every reachable cell has run once
+    one_tool = [{"type": "function", "function": {"name": "get_booking", "description": "Look up a booking by its id",
+                 "parameters": {"type": "object", "properties": {"booking_id": {"type": "string"}}, "required": ["booking_id"]}}}]
+    data = tk.simulate(tools=one_tool, mode="sft", budget=3000, until="saturation",
+                       advanced={"saturation_flat_batches": 1, "saturation_fresh_share": 1.0, "copies_needed": 100_000}, **FAST)
+    assert data.stopped_because == "saturation" and data.report()["saturation_rule"] == "flat_batches" and len(data.rows) < 3000
     started = time.perf_counter()
     timed = tk.simulate(budget=100_000, time_budget=2.0, progress=False)
     assert timed.stopped_because == "time_budget" and len(timed.rows) < 100_000

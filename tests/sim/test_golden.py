@@ -39,12 +39,12 @@ CASES: dict[str, dict] = {
 }
 
 DIGESTS = {
-    "adaptive_reproducible": "0de0a775ba8040e4ae779e45fc10d076f4292beb15ae668f5f90865c3210e8b5",
-    "explore_default": "5d73773178c59fb1f764d4be7b0fb8d60b1eafe5bdcad6320a48f61da4a5e4c2",
-    "explore_output": "92ddcf592c299f6e461ac38626f57609906c3a47b22d8f0f741a23b346e398e0",
-    "rl_grader": "74fe99025d12ac059046e6ce2b282e8826825ac3d779f41b7f14abe7e3c57478",
-    "sft_conduct": "4a1a095bae405fd0a7741af64cdbb9e304de11eef4ba7888319d9037658ab964",
-    "sft_reproducible_grader_output": "5fc59534f0480e4fd3356fa9d8cbbdf574a86c43224a0d88e1d35d297058ab5f",
+    "adaptive_reproducible": "f5ba0d923d5967e48e5efe9813c44feb15cc134db86d47c52a2ea5a0db559fa4",
+    "explore_default": "155998f5ed0d163d1ce15194b9735845f5020f3eeb479b5c3fda56d08600fdca",
+    "explore_output": "b9747be6b9555cc2f58c70649e3a013b94f3f72f6095d2f06fce1eb1a56a8d5f",
+    "rl_grader": "7368b8801ec05353b067486f8d08deb91ea8abc4cccef06a6e2af7eb2a38920b",
+    "sft_conduct": "6f9a8ddcedcf3154122019a3408c93c33f99389314a6f7b3daef6b105918a877",
+    "sft_reproducible_grader_output": "9653d2fea2c0154ba7bfde7a5411410ca9865114b66c2f6c47aeb433cb0ee3de",
 }
 
 

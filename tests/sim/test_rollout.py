@@ -52,8 +52,8 @@ def test_row_fields_and_schema():
 @pytest.mark.parametrize(
     "reply, reason",
     [
-        (["not", "a", "dict"], "bad_reply"),
         (_call("get_order", "{not json"), "bad_tool_arguments"),
+        ({"role": "assistant", "content": None, "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "", "arguments": "{}"}}]}, "bad_reply"),
         (_call("get_order", "[1, 2]"), "bad_tool_arguments"),
         ({"role": "assistant", "content": "<tool_call>{\"name\": \"get_order\"}</tool_call>"}, "tool_markup"),
         ({"role": "assistant", "content": "   "}, "empty_reply"),
@@ -104,7 +104,160 @@ def test_message_shaped_agent_is_single_turn():
     assert "user_model" not in row and not any("user" in s for s in row["steps"])
     lost = tk.run_rollout(lambda message: {"steps": [], "final_text": ""}, PROMPT)
     assert lost["lost_reason"] == "empty_reply"
-    assert tk.run_rollout(lambda message: "text", PROMPT)["lost_reason"] == "bad_reply"
+
+
+# ---- reply shapes: a plain str is text; a wrong type is AgentReplyError; a bad value is lost
+
+
+def test_a_plain_str_from_a_message_shaped_agent_is_its_final_text():
+    def agent(message):
+        return "Sure, I have cancelled it."
+
+    row = tk.run_rollout(agent, PROMPT, tools=TOOLS)
+    tk.validate_row(row)
+    assert row["ended_by"] == "agent_done" and "lost_reason" not in row
+    assert row["final_text"] == "Sure, I have cancelled it."
+    # the row says the reply was a bare str: the text step carries the marker
+    assert row["steps"] == [{"text": "Sure, I have cancelled it.", "plain_text_reply": True}]
+    assert row["messages"][-1] == {"role": "assistant", "content": "Sure, I have cancelled it."}
+    # a dict reply carries no marker
+    assert "plain_text_reply" not in tk.run_rollout(lambda m: {"steps": [], "final_text": "ok"}, PROMPT)["steps"][-1]
+    # an empty str is the right type with an unusable value: lost, as an empty final_text is
+    assert tk.run_rollout(lambda m: "  ", PROMPT)["lost_reason"] == "empty_reply"
+
+
+class _SdkMessage:
+    """Stands in for an SDK object (the OpenAI ChatCompletionMessage is a pydantic model)."""
+
+    def model_dump(self):
+        return {"role": "assistant", "content": "hi"}
+
+
+@pytest.mark.parametrize(
+    "reply, field, hint",
+    [
+        (None, "the reply", "return statement"),
+        (42, "the reply", ""),
+        ({"text": "hi"}, "the reply", ""),
+        ({"role": "assistant", "content": "hi"}, "the reply", "tk.chat_agent"),
+        (["a", "b"], "the reply", ""),
+        ({"steps": [], "final_text": 7}, "reply['final_text']", ""),
+    ],
+)
+def test_a_message_shaped_reply_of_an_impossible_type_raises_on_the_first_call(reply, field, hint):
+    calls = []
+
+    def agent(message):
+        calls.append(message)
+        return reply
+
+    for on_lost in ("return", "raise"):
+        calls.clear()
+        with pytest.raises(tk.AgentReplyError) as caught:
+            tk.run_rollout(agent, PROMPT, tools=TOOLS, on_lost=on_lost)
+        assert len(calls) == 1  # the first reply, not after re-rolls
+    error = caught.value
+    text = str(error)
+    assert isinstance(error, TypeError) and isinstance(error, tk.ToolkitError)
+    assert error.shape == "message" and error.got == type(reply if field == "the reply" else reply["final_text"]).__name__
+    assert "agent 'test_a_message_shaped_reply_of_an_impossible_type_raises_on_the_first_call.<locals>.agent' (message-shaped)" in text
+    assert f"{field} must be " in text and "'final_text'" in text
+    assert f"got {error.got} " in text and hint in text
+
+
+@pytest.mark.parametrize(
+    "reply, field, hint",
+    [
+        (None, "the reply", "return statement"),
+        (3.5, "the reply", ""),
+        (["not", "a", "dict"], "the reply", ""),
+        ([{"role": "assistant", "content": "hi"}], "the reply", "the one new assistant message"),
+        (_SdkMessage(), "the reply", "model_dump()"),
+        ({"steps": [], "final_text": "hi"}, "the reply", "tk.message_agent"),
+        ({"choices": [{"message": {"content": "hi"}}]}, "the reply", "response['choices'][0]['message']"),
+        ({"role": "assistant", "content": 5}, "reply['content']", ""),
+        ({"role": "assistant", "content": None, "tool_calls": "get_order"}, "reply['tool_calls']", ""),
+        ({"role": "assistant", "content": None, "tool_calls": ["get_order"]}, "reply['tool_calls'][0]", ""),
+    ],
+)
+def test_a_chat_reply_of_an_impossible_type_raises_on_the_first_call(reply, field, hint):
+    calls = []
+
+    def agent(messages, tools):
+        calls.append(messages)
+        return reply
+
+    with pytest.raises(tk.AgentReplyError) as caught:
+        tk.run_rollout(agent, PROMPT, tools=TOOLS, on_lost="raise")
+    assert len(calls) == 1
+    text = str(caught.value)
+    assert caught.value.shape == "chat" and f"(chat-shaped): {field} must be " in text
+    assert hint in text and "got " in text
+
+
+def test_agent_reply_error_shows_a_short_repr_of_what_came_back():
+    huge = list(range(10_000))
+    with pytest.raises(tk.AgentReplyError) as caught:
+        tk.run_rollout(lambda m: huge, PROMPT)
+    text = str(caught.value)
+    assert "got list [0, 1, 2, 3" in text and text.count(",") < 120  # cut at ~200 characters
+    assert repr(huge)[:200] + "..." in text and len(text) < 600
+
+
+def test_a_chat_reply_of_the_right_type_with_bad_values_stays_a_lost_rollout():
+    # the other side of the line: what a real model emits now and then is lost and re-rolled
+    lost = {
+        "bad_tool_arguments": _call("get_order", "{not json"),
+        "empty_reply": {"role": "assistant", "content": ""},
+        "tool_markup": {"role": "assistant", "content": "<tool_call>{}</tool_call>"},
+    }
+    for reason, reply in lost.items():
+        row = tk.run_rollout(tk.chat_agent(lambda m, t, reply=reply: reply), PROMPT, tools=TOOLS, user=False)
+        assert row["ended_by"] == "lost" and row["lost_reason"] == reason
+    # a message-shaped final_text of None (a model's missing content passed on) is lost too
+    row = tk.run_rollout(lambda m: {"steps": [], "final_text": None}, PROMPT)
+    assert row["lost_reason"] == "bad_reply" and "'final_text' must be a string" in row["lost_detail"]
+    # and a chat agent's plain str is its text, as before
+    assert tk.run_rollout(lambda m, t: "All done.", PROMPT, tools=TOOLS, user=False)["final_text"] == "All done."
+
+
+def test_an_unreachable_backend_loses_the_rollout_as_server_unreachable():
+    assert "server_unreachable" in tk.LOST_REASONS
+
+    def dead(messages, tools):
+        raise tk.errors.BackendError("http://127.0.0.1:9/v1: connection refused", "connection", first_contact=True)
+
+    def slow_but_alive(messages, tools):
+        raise tk.errors.BackendError("http://127.0.0.1:9/v1: no reply within 3 s", "timeout")
+
+    row = tk.run_rollout(dead, PROMPT, tools=TOOLS, user=False)
+    assert row["lost_reason"] == "server_unreachable" and "connection refused" in row["lost_detail"]
+    tk.validate_row(row)
+    assert tk.run_rollout(slow_but_alive, PROMPT, tools=TOOLS, user=False)["lost_reason"] == "timeout"
+
+
+def test_simulate_raises_agent_reply_error_on_the_first_bad_reply():
+    calls = []
+
+    def agent(message):
+        calls.append(message)
+        return None
+
+    began = time.perf_counter()
+    with pytest.raises(tk.AgentReplyError, match=r"the reply must be a dict \{'steps'"):
+        tk.simulate(agent, progress=False, budget=20)
+    assert time.perf_counter() - began < 5
+    assert len(calls) <= 8  # the first reply stops the run (a few may already be in flight)
+
+
+def test_simulate_with_a_plain_str_agent_lands_rows():
+    def agent(message):
+        return "Sure, I have cancelled it."
+
+    data = tk.simulate(agent, progress=False, budget=20)
+    assert len(data) == 20
+    assert all(row["final_text"] == "Sure, I have cancelled it." for row in data.rows)
+    assert all(row["steps"][-1].get("plain_text_reply") is True for row in data.rows)
 
 
 

@@ -328,11 +328,11 @@ def test_stop_grace_abandons_rollouts_still_running():
 
 def test_grade_after_and_to_pandas():
     data = tk.simulate(budget=8, **FAST)
-    assert data.pass_at is None  # nothing graded yet
+    assert data.pass_at.pass_at_1 is None and "no row has a usable reward" in str(data.pass_at)  # nothing graded yet, and it says so
     graded = data.grade(judge=lambda row: {"reward": 1.0 if row.get("privileged") else 0.0})
     assert [r["reward"] for r in graded.rows] == [1.0] * 8  # the judge saw the privileged block
     assert not any("privileged" in r for r in graded.rows) and all("privileged" in r for r in graded.trajectories)
-    assert graded.pass_at.pass_at_1 == 1.0 and data.pass_at is None  # a graded copy; the run is unchanged
+    assert graded.pass_at.pass_at_1 == 1.0 and data.pass_at.pass_at_1 is None  # a graded copy; the run is unchanged
     frame = data.to_pandas()
     assert len(frame) == 8 and list(frame["prompt"]) == [r["prompt"] for r in data.rows]
 

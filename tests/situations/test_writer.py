@@ -269,7 +269,9 @@ def test_model_writer_cards_are_written_concurrently():
         server.slow_seconds = 0.3
         data = tk.simulate(budget=16, simulator=f"vllm:slow-writer@{server.url}", progress=False, advanced={"writer_concurrency": 4})
         calls = data.report()["writer"]["calls"]
-        assert server.max_in_flight == 4  # never more than writer_concurrency at once
+        # overlapped, and never more than writer_concurrency at once (a round asks each tier class of
+        # each arm for its own cards, so a 16-row run's batches are 2-4 cards)
+        assert 2 <= server.max_in_flight <= 4
     assert len(data) == 16 and data.report()["writer"]["model_share"] == 1.0
     # the summed call time counts every card's own 0.3 s, overlapped or not
     assert data.report()["writer"]["seconds"] >= 0.9 * calls * 0.3

@@ -168,3 +168,13 @@ def test_empty_and_wrong_container():
 def test_bad_level_is_refused_even_without_labelled_pairs():
     with pytest.raises(tk.ConfigError, match="level"):
         tk.judge_agreement([{"task_id": "a", "reward": 1}], level=3)
+
+
+def test_wilson_bounds_hold_the_estimate_at_zero_and_n():
+    # reference: the Wilson interval contains p-hat by construction (it is the set of p whose
+    # score test accepts p-hat); rounding put low = 1.4e-17 above 0 at 0 of 24
+    for n in range(1, 200):
+        low, high = tk.wilson(0, n)
+        assert low == 0.0 <= high
+        low, high = tk.wilson(n, n)
+        assert low <= 1.0 == high

@@ -109,6 +109,25 @@ def test_acceptance_item_8_all_zero_note_comes_first():
     result = tk.pass_at(rows_from({f"t{i}": [0, 0, 0, 0] for i in range(3)}))
     assert result.pass_at_1 == 0.0
     assert result.note.startswith("every row scored 0 (12 of 12); check the judge")
+    # the printed line carries it too, before any number
+    assert result.warnings == ("every row scored 0 (12 of 12); check the judge before reading this number",)
+    assert str(result).startswith(result.warnings[0] + " | pass@1 0.00")
+
+
+def test_at_k_1_the_line_prints_pass_at_1_once_with_the_judge_warning():
+    one_each = tk.pass_at(rows_from({f"t{i}": [1] for i in range(20)}))
+    assert one_each.k == 1
+    assert str(one_each) == (
+        "every row scored 1 (20 of 20); check the judge before reading this number | pass@1 1.00 [1.00..1.00] (20 groups, k=1)"
+    )
+    mixed = tk.pass_at(rows_from({f"t{i}": [i % 2] for i in range(6)}))
+    text = str(mixed)
+    assert text.count("pass@1") == 1 and "pass^" not in text and text.endswith("(6 groups, k=1)")
+    assert not mixed.warnings
+    # asked for explicitly, k=1 gives three equal numbers: printed once all the same
+    explicit = tk.pass_at(rows_from({f"t{i}": [1, i % 2] for i in range(5)}), k=1, min_k=1)
+    assert explicit.pass_pow_k == explicit.pass_at_k == explicit.pass_at_1
+    assert str(explicit).count("pass@1") == 1 and "pass^1" not in str(explicit)
 
 
 def test_per_task_trial_count_not_global():
@@ -166,12 +185,16 @@ def test_bad_rewards_are_skipped_and_counted():
 def test_empty_ungraded_and_wrong_container():
     assert "no rows" in tk.pass_at([]).note
     nothing = tk.pass_at([{"scenario_id": "a", "reward": 0.4}])
-    assert nothing.pass_at_1 is None and "no binary rewards" in nothing.note and "grade first" in nothing.note
+    assert nothing.pass_at_1 is None
+    assert nothing.note.startswith("no row has a usable reward: 1 row, 0 grader errors, 1 with a reward that is not exactly 0 or 1 (first: 0.4)")
     failed = tk.pass_at([
         {"scenario_id": "a", "judge_status": "timeout", "reason": "judge timed out"},
         {"scenario_id": "b", "judge_status": "error"},
     ])
-    assert failed.note.startswith("the judge failed on all 2 rows") and "re-run the judge" in failed.note
+    assert failed.note.startswith("no row has a usable reward: 2 rows, 2 grader errors (error 1, timeout 1; first: judge timed out)")
+    assert "re-run the judge" in failed.note and str(failed) == f"pass@1 n/a (0 groups): {failed.note}"
+    ungraded = tk.pass_at([{"scenario_id": "a"}, {"scenario_id": "b"}])
+    assert ungraded.note.startswith("no row has a usable reward: 2 rows, 0 grader errors, 2 not graded; grade first")
     with pytest.raises(TypeError, match="list of row dicts"):
         tk.pass_at(42)
     with pytest.raises(TypeError, match="single dict"):

@@ -127,3 +127,12 @@ def test_bad_level_is_refused_even_with_too_few_tasks_for_an_interval():
         tk.stats.metric_summary([{"task_id": "a", "reward": 1}], "reward", level=3)
     with pytest.raises(tk.ConfigError, match="n_resamples"):
         tk.stats.metric_summary([], "reward", n_resamples=-1)
+
+
+def test_a_degenerate_pass_line_prints_the_judge_warning():
+    rows = [{"scenario_id": f"t{i}", "reward": 1} for i in range(4)]
+    assert str(tk.stats.metric_summary(rows, "pass_at_1")).endswith(
+        "DEGENERATE: every row scored 1 (4 of 4); check the judge before reading this number"
+    )
+    failed = tk.group_signal([{"scenario_id": "a", "judge_status": "error", "reason": "boom"}])
+    assert failed.note.startswith("no row has a usable reward: 1 row, 1 grader error (error 1; first: boom)")

@@ -434,25 +434,39 @@ def test_world_options_round_trip_and_frozen():
         options.exists_share = 0.9
 
 
-# -- fault_rate: how often a situation's plan is kept --------------------------------------------
+# -- fault_rate: the share of tool calls a situation's world breaks -----------------------------------
 
-def test_fault_plan_for_keeps_at_fault_rate():
+def test_fault_plan_for_breaks_the_asked_share_of_calls():
     situation = {"tool": "get_order", "tool_condition": "timeout", "world_state": "exists"}
-    assert tk.situations.fault_plan_for({"tool_condition": "success"}, fault_rate=1.0) == {}
-    assert tk.situations.fault_plan_for(situation, fault_rate=1.0, key="p") == {"*": {"mode": "timeout"}}
     assert all(tk.situations.fault_plan_for(situation, fault_rate=0.0, key=str(i)) == {} for i in range(200))
-    n = 2000
-    kept = sum(bool(tk.situations.fault_plan_for(situation, fault_rate=0.5, seed=4, key=f"prompt {i}")) for i in range(n))
-    interval = binomtest(kept, n, 0.5).proportion_ci(0.999)
-    assert interval.low <= 0.5 <= interval.high
-    # a dimensions dict and the Situation built from it get the same verdicts
+    plan = tk.situations.fault_plan_for(situation, fault_rate=1.0, key="p")
+    assert plan["*"]["mode"] == "timeout" and plan["*"]["rate"] == 1.0 and 0.0 <= plan["*"]["phase"] < 1.0
+    # a "success" situation breaks too (with a seeded built-in mode), so rate 1 breaks every call
+    success = tk.situations.fault_plan_for({"tool_condition": "success"}, fault_rate=1.0, key="p")
+    assert success["*"]["mode"] in tk.world.FAULT_MODES
+    # the realised share, counted on the World's ledger over 100 prompts x 5 calls = 500 calls,
+    # against the asked rate (reference: the rate itself; the even spread keeps each rollout
+    # within one call of rate x calls, so the total is within 100 / 500 = 0.2 at worst and
+    # far closer with random phases)
+    for rate in (0.0, 0.25, 0.5, 0.8, 1.0):
+        broken = 0
+        for i in range(100):
+            world = tk.World(TOOLS, fault_plan=tk.situations.fault_plan_for(situation, fault_rate=rate, seed=4, key=f"prompt {i}"))
+            for j in range(5):
+                world.call("get_order", {"order_id": f"A{j}"})
+            broken += len(world.ledger)
+            assert abs(len(world.ledger) - rate * 5) < 1.0 + 1e-9  # within one call in every rollout
+        assert abs(broken / 500 - rate) <= 0.03, (rate, broken)
+    # a dimensions dict and the Situation built from it get the same plan
     as_situation = tk.situations.Situation(situation)
-    assert [bool(tk.situations.fault_plan_for(situation, fault_rate=0.5, key=str(i))) for i in range(50)] == \
-           [bool(tk.situations.fault_plan_for(as_situation, fault_rate=0.5, key=str(i))) for i in range(50)]
-    # same key, same verdict (every rollout of one prompt agrees)
+    assert [tk.situations.fault_plan_for(situation, fault_rate=0.5, key=str(i)) for i in range(50)] == \
+           [tk.situations.fault_plan_for(as_situation, fault_rate=0.5, key=str(i)) for i in range(50)]
+    # same key, same plan (every rollout of one prompt meets the same schedule)
     assert tk.situations.fault_plan_for(situation, fault_rate=0.5, key="x") == tk.situations.fault_plan_for(situation, fault_rate=0.5, key="x")
     with pytest.raises(tk.ConfigError):
         tk.situations.fault_plan_for(situation, fault_rate=2)
+    with pytest.raises(tk.ConfigError, match="phase"):
+        tk.World(TOOLS, fault_plan={"*": {"mode": "timeout", "rate": 0.5, "phase": 1.0}})
 
 
 def test_world_for_a_situation():

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from toolkit.agents._protocol import AGENT_SHAPES, AgentShapeError, agent_shape, chat_agent, message_agent
+from toolkit.agents._protocol import AGENT_SHAPES, AgentReplyError, AgentShapeError, agent_shape, chat_agent, message_agent
 from toolkit.agents.backends import (
     MODEL_SPEC_PREFIXES,
     BackendError,
@@ -30,6 +30,7 @@ from toolkit.agents.seeded import SEEDED_BEHAVIORS, SeededAgent, TurnOutcome, se
 
 __all__ = [
     "AGENT_SHAPES",
+    "AgentReplyError",
     "AgentShapeError",
     "agent_shape",
     "chat_agent",

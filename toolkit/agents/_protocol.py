@@ -19,6 +19,24 @@ a rollout, when the guess was wrong. We inspect the signature once, accept only 
 cases (exactly two required positional parameters -> chat; exactly one positional parameter ->
 message) and raise :class:`AgentShapeError` for everything else, naming the two wrappers
 :func:`chat_agent` / :func:`message_agent` that state the shape explicitly.
+
+Replies: a wrong type is a bug, a bad value is a glitch. A message-shaped agent may also
+return a plain ``str``: it is taken as the final text (no steps) and the text step says so
+(``plain_text_reply: True``); a chat agent's plain ``str`` is taken as the message's text.
+Beyond that the line between the two failures is drawn by what a *model* can produce:
+
+* :class:`AgentReplyError` (raised on the first such reply, never counted as a lost
+  rollout): the reply's Python type is one no reply of the shape can have, so the code
+  around the model is wrong and every rollout would repeat it. Message shape: anything but
+  a ``str`` or a dict; a dict with neither ``final_text`` nor ``steps``; a ``final_text`` that
+  is neither a ``str`` nor None. Chat shape: anything but a ``str`` or a dict (None, a
+  number, a list, an SDK object such as the OpenAI ``ChatCompletionMessage``); a dict with
+  neither ``content`` nor ``tool_calls``; a ``content`` that is not a ``str``, None or a
+  list of content parts; a ``tool_calls`` that is not a list; a tool call that is not a dict.
+* :class:`BadReply` / a lost rollout (re-rolled by the engine): the types are right but the
+  values are unusable, which a real model does now and then: empty text, tool arguments
+  that are not JSON or not an object, a tool call without a name, raw tool-call markup,
+  ``<agent error`` text, a message-shaped ``final_text`` of None.
 """
 
 from __future__ import annotations
@@ -32,9 +50,10 @@ import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from toolkit.errors import AgentShapeError, BadReply
+from toolkit.errors import AgentReplyError, AgentShapeError, BadReply
 
 __all__ = [
+    "AgentReplyError",
     "AgentShapeError",
     "AGENT_SHAPES",
     "agent_shape",
@@ -133,6 +152,13 @@ def agent_shape(fn: Any) -> str:
     wins. Otherwise the signature decides: two required positional parameters -> chat; exactly
     one positional parameter (required) -> message. Anything else (``*args``, a second optional
     parameter, no inspectable signature) is ambiguous and refused rather than guessed.
+
+    The shape also fixes what a reply must be. Message: a dict ``{"steps", "final_text"}`` or
+    a plain ``str`` (the final text). Chat: an assistant message dict with ``content`` and/or
+    ``tool_calls``, or a plain ``str``. A reply of another *type* (None, a number, a list, an
+    SDK object, a dict with none of those keys) makes :func:`toolkit.run_rollout` raise
+    :class:`~toolkit.errors.AgentReplyError` at once; right types with unusable values (empty
+    text, tool arguments that are not JSON) lose that one rollout instead (module docstring).
 
     Parameters
     ----------
@@ -234,32 +260,109 @@ def has_tool_markup(text: str) -> bool:
     return bool(_TOOL_MARKUP.search(text or ""))
 
 
-def normalize_reply(reply: Any, call_id_prefix: str = "call") -> dict[str, Any]:
-    """Check a chat agent's reply and return it in one canonical shape, or raise :class:`BadReply`.
+# How much of a wrong reply an AgentReplyError shows: enough to recognise the value, short
+# enough that the message stays one readable line in a traceback.
+_REPR_LIMIT = 200
+
+#: What each shape's reply must look like, as the errors say it.
+REPLY_SHAPES = {
+    "message": "a dict {'steps': [...], 'final_text': str} or a plain str (taken as the final text)",
+    "chat": (
+        "an assistant message dict {'role': 'assistant', 'content': str | None, 'tool_calls': [...]} "
+        "or a plain str (taken as the text)"
+    ),
+}
+
+
+def _short_repr(value: Any) -> str:
+    try:
+        text = repr(value)
+    except Exception:  # noqa: BLE001 -- a broken __repr__ must not hide the real error
+        text = f"<{type(value).__name__} with a failing repr>"
+    return text if len(text) <= _REPR_LIMIT else text[:_REPR_LIMIT] + "..."
+
+
+def _hint(shape: str, value: Any) -> str:
+    """What the code most likely meant, for the mistakes we have seen; empty when unsure."""
+    if value is None:
+        return " (a function that returns None usually lacks a return statement)"
+    if hasattr(value, "model_dump") and not isinstance(value, Mapping):
+        # an SDK object (OpenAI's ChatCompletionMessage is a pydantic model)
+        return " (an SDK object: return message.model_dump() instead)"
+    if isinstance(value, Mapping):
+        if shape == "chat" and ("final_text" in value or "steps" in value):
+            return " (this is the message shape's reply: wrap a fn(message) agent as tk.message_agent(fn))"
+        if shape == "message" and ("content" in value or "tool_calls" in value):
+            return " (this is a chat message: a chat agent takes (messages, tools); wrap it as tk.chat_agent(fn))"
+        if "choices" in value:
+            return " (a whole completion response: return response['choices'][0]['message'])"
+    if isinstance(value, (list, tuple)) and value and all(isinstance(item, Mapping) for item in value):
+        return " (a list of messages: return the one new assistant message)"
+    return ""
+
+
+def reply_type_error(shape: str, value: Any, field: str = "the reply", wanted: str | None = None, agent: str | None = None) -> AgentReplyError:
+    """The :class:`AgentReplyError` for a ``shape`` agent whose ``field`` holds ``value``.
+
+    The message names the agent, the field, the expected shape and what came back: its type
+    and a repr cut at 200 characters."""
+    who = f"agent {agent!r} ({shape}-shaped)" if agent else f"a {shape}-shaped agent"
+    expected = wanted or REPLY_SHAPES[shape]
+    got = type(value).__name__
+    message = f"{who}: {field} must be {expected}; got {got} {_short_repr(value)}{_hint(shape, value)}"
+    return AgentReplyError(message, shape=shape, got=got)
+
+
+def check_message_reply(reply: Any, agent: str | None = None) -> tuple[Mapping[str, Any], bool]:
+    """A message-shaped agent's reply as a dict, and whether it was a plain ``str``.
+
+    Raises :class:`AgentReplyError` for a reply of an impossible type (see the module
+    docstring); the values inside are checked by the rollout, which loses the row for them."""
+    if isinstance(reply, str):
+        return {"steps": [], "final_text": reply}, True
+    if not isinstance(reply, Mapping):
+        raise reply_type_error("message", reply, agent=agent)
+    if "final_text" not in reply and "steps" not in reply:
+        raise reply_type_error("message", reply, wanted="a dict with 'final_text' (and 'steps'), or a plain str", agent=agent)
+    final_text = reply.get("final_text")
+    if final_text is not None and not isinstance(final_text, str):
+        raise reply_type_error("message", final_text, field="reply['final_text']", wanted="a str", agent=agent)
+    return reply, False
+
+
+def normalize_reply(reply: Any, call_id_prefix: str = "call", agent: str | None = None) -> dict[str, Any]:
+    """Check a chat agent's reply and return it in one canonical shape.
 
     The canonical shape is ``{"role": "assistant", "content": str | None, "tool_calls": [{"id",
     "type": "function", "function": {"name", "arguments": <JSON str>}}], "parsed_arguments":
-    [dict, ...]}`` plus the optional extras the agent returned.
+    [dict, ...]}`` plus the optional extras the agent returned. A reply of an impossible type
+    raises :class:`AgentReplyError` (naming ``agent``); a usable type with unusable values
+    raises :class:`BadReply` with its ``.reason`` (see the module docstring for the line).
     """
     if isinstance(reply, str):
         reply = {"role": "assistant", "content": reply}
     if not isinstance(reply, Mapping):
-        raise BadReply("bad_reply", f"a chat agent must return a dict, got {type(reply).__name__}")
+        raise reply_type_error("chat", reply, agent=agent)
+    if "content" not in reply and "tool_calls" not in reply:
+        raise reply_type_error("chat", reply, wanted="a dict with 'content' and/or 'tool_calls', or a plain str", agent=agent)
     content = reply.get("content")
     if isinstance(content, list):  # content parts: keep the text parts
         content = "".join(
             part.get("text", "") for part in content if isinstance(part, Mapping)
         )
     if content is not None and not isinstance(content, str):
-        raise BadReply("bad_reply", f"'content' must be a string or None, got {type(content).__name__}")
+        raise reply_type_error("chat", content, field="reply['content']", wanted="a str, None or a list of content parts", agent=agent)
     raw_calls = reply.get("tool_calls") or []
     if not isinstance(raw_calls, (list, tuple)):
-        raise BadReply("bad_reply", "'tool_calls' must be a list")
+        raise reply_type_error("chat", raw_calls, field="reply['tool_calls']", wanted="a list of tool-call dicts", agent=agent)
     calls = []
     parsed = []
     for position, call in enumerate(raw_calls):
         if not isinstance(call, Mapping):
-            raise BadReply("bad_reply", f"tool_calls[{position}] is not a dict")
+            raise reply_type_error(
+                "chat", call, field=f"reply['tool_calls'][{position}]",
+                wanted="a dict {'id', 'type': 'function', 'function': {'name', 'arguments'}}", agent=agent,
+            )  # fmt: skip
         function = call.get("function", call)
         if not isinstance(function, Mapping) or not isinstance(function.get("name"), str) or not function.get("name"):
             raise BadReply("bad_reply", f"tool_calls[{position}] has no function name")

@@ -37,6 +37,16 @@ the number of retries. A completion that exceeds ``timeout`` is not retried: a s
 retried at a flat timeout is how the reference "re-rolled forever" (pain list #470); the
 rollout records it as lost (``timeout``) and the engine decides.
 
+First contact. Until the server has sent this backend any HTTP response (a reply, or an
+error status such as 429 or 500), a failed connection is not retried either: a refused
+connection or a server that accepts and never replies raises :class:`BackendError` at once
+(status ``"connection"`` or ``"timeout"``, ``first_contact=True``, the message naming the
+server URL and the reason: ``connection refused``, ``no reply within 3 s``), so a run pointed
+at a dead or wrong address fails within one request's timeout (at most 2 x ``timeout``: a
+request's connect and read phases each get ``timeout``) instead of after a schedule of
+backoffs. The rollout records it as lost ``server_unreachable``. Once the server has answered,
+dropped connections are transient errors of a live server and are retried as above.
+
 Where we differ from the reference: a misspelled prefix fails at construction with the
 nearest valid prefix (the reference failed on the first call, docs/design/engine.md §9 item 15), URL
 schemes included (``htp://...`` -> did you mean 'http'), and a missing key names its
@@ -49,6 +59,7 @@ import importlib
 import json
 import math
 import os
+import socket
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -212,6 +223,29 @@ def _status_of(error: Exception) -> Any:
     return getattr(error, "status_code", None) or getattr(getattr(error, "response", None), "status_code", None)
 
 
+# The tail of a first-contact BackendError: why it was not retried, and what to check.
+_NEVER_ANSWERED = "the server has never answered this backend, so it is not retried: is it up and serving at this address?"
+
+
+def _connection_reason(error: BaseException) -> str:
+    """Why a connection failed, in a few words, from the OS error under the SDK's wrappers
+    (the SDK itself only says "Connection error.")."""
+    seen: BaseException | None = error
+    for _ in range(10):  # the chain is SDK -> httpx -> httpcore -> OSError; bounded, never a cycle
+        if seen is None:
+            break
+        if isinstance(seen, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(seen, socket.gaierror):
+            return f"host name not found ({seen.strerror or seen})"
+        if isinstance(seen, (ConnectionResetError, ConnectionAbortedError)):
+            return "connection closed by the server before it replied"
+        if isinstance(seen, OSError) and seen.strerror:
+            return f"cannot connect ({seen.strerror})"
+        seen = seen.__cause__ or seen.__context__
+    return f"cannot connect ({error})"
+
+
 def _retry_after(error: Exception) -> float | None:
     response = getattr(error, "response", None)
     headers = getattr(response, "headers", None) or {}
@@ -322,6 +356,9 @@ class ModelAgent:
         self.seed = seed
         self.logprobs = logprobs
         self.retries_made = 0
+        # Set by the first HTTP response of any status: until then a connection failure means
+        # the server is not there (not retried); after it, a live server's transient error.
+        self.server_answered = False
         self._client = self._make_client(api_key, base_url)
 
     def _make_client(self, api_key: str | None, base_url: str | None) -> Any:
@@ -385,11 +422,15 @@ class ModelAgent:
         try:
             listing = self._with_retries(lambda: self._client.models.list())
         except BackendError as error:
+            # our own first-contact message says why in words; the SDK's cause only "Connection error."
+            why: Any = error.__cause__ or error
+            if error.first_contact:
+                why = str(error).removeprefix(f"{self._where()}: ").removesuffix(f"; {_NEVER_ANSWERED}")
             raise BackendError(
                 f"{url}: cannot list the served models at GET {url}/models ({error.status} after {error.retries} retries: "
-                f"{error.__cause__ or error}); is an OpenAI-compatible server "
+                f"{why}); {'the server has never answered: ' if error.first_contact else ''}is an OpenAI-compatible server "
                 f"running there? To skip the listing name the model: 'vllm:<model>@{url}'",
-                error.status, error.retries,
+                error.status, error.retries, first_contact=error.first_contact,
             ) from error
         ids = [item.id for item in (getattr(listing, "data", None) or []) if getattr(item, "id", None)]
         if not ids:
@@ -412,16 +453,36 @@ class ModelAgent:
 
     # -- retries -------------------------------------------------------------------------
 
+    @property
+    def server_url(self) -> str:
+        """The base URL requests go to (the spec's, ``base_url=``, or the SDK's default)."""
+        return str(getattr(self._client, "base_url", None) or self.spec.base_url or "").rstrip("/")
+
+    def _where(self) -> str:
+        """The spec and, when the spec does not show it, the server URL: errors name both."""
+        url = self.server_url
+        return str(self.spec) if not url or url in str(self.spec) else f"{self.spec} at {url}"
+
     def _with_retries(self, send: Any) -> Any:
         sdk = _sdk("anthropic" if self.spec.provider == "anthropic" else "openai")
         attempt = 0
         while True:
             try:
-                return send()
+                result = send()
             except sdk.APITimeoutError as error:
-                raise BackendError(f"{self.spec}: no reply within {self.timeout:g} s (not retried)", "timeout", attempt) from error
+                if not self.server_answered:
+                    raise BackendError(
+                        f"{self._where()}: no reply within {self.timeout:g} s; {_NEVER_ANSWERED}", "timeout", attempt, first_contact=True,
+                    ) from error
+                raise BackendError(f"{self._where()}: no reply within {self.timeout:g} s (not retried)", "timeout", attempt) from error
             except (sdk.APIConnectionError, sdk.RateLimitError, sdk.InternalServerError, sdk.APIStatusError) as error:
                 status = _status_of(error)
+                if status is not None:
+                    self.server_answered = True  # an error status is still an answer: the server is there
+                elif not self.server_answered:
+                    raise BackendError(
+                        f"{self._where()}: {_connection_reason(error)}; {_NEVER_ANSWERED}", "connection", attempt, first_contact=True,
+                    ) from error
                 retryable = isinstance(error, sdk.APIConnectionError) or status == 429 or (isinstance(status, int) and status >= 500)
                 if not retryable or attempt >= self.max_retries:
                     label = status if status is not None else "connection"
@@ -434,6 +495,9 @@ class ModelAgent:
                 time.sleep(delay)
                 attempt += 1
                 self.retries_made += 1
+            else:
+                self.server_answered = True
+                return result
 
     # -- one completion ------------------------------------------------------------------
 

@@ -6,7 +6,7 @@ from toolkit.sim.config import MODES, REPEAT_POLICIES, SIMULATE_DEFAULTS, SIMULA
 from toolkit.sim.data import SimulationData, load
 from toolkit.sim.engine import RolloutJob, simulate
 from toolkit.sim.kl import ExactKL, exact_kl
-from toolkit.sim.knobs import KNOB_KINDS, KNOB_TABLES, KnobSpec, RunKnobs, knob_table_markdown
+from toolkit.sim.knobs import KNOB_KINDS, KNOB_NEEDS, KNOB_TABLES, KnobSpec, RunKnobs, knob_table_markdown
 from toolkit.sim.progress import ProgressPoint, ProgressTracker, RunProgress, run_progress
 from toolkit.sim.rollout import ENDED_BY, LOST_REASONS, LostRollout, run_rollout
 from toolkit.sim.search import (
@@ -42,6 +42,7 @@ __all__ = [
     "RunKnobs",
     "KNOB_KINDS",
     "KNOB_TABLES",
+    "KNOB_NEEDS",
     "knob_table_markdown",
     "NoveltyIndex",
     "ARMS",

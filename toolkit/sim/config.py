@@ -24,6 +24,7 @@ from toolkit._util.validate import check_count, check_share, pick_alias
 from toolkit.agents import ModelAgent, SeededAgent, agent_shape, model_agent, resolve_agent, seeded_agent
 from toolkit.errors import ConfigError, unknown_name_message
 from toolkit.grading import conduct_grader
+from toolkit.grading.judge import _judge_identity
 from toolkit.rows._read import as_row_list
 from toolkit.sim.knobs import RunKnobs
 from toolkit.sim.search import make_embedder
@@ -104,6 +105,7 @@ class SimulateConfig:
     world_options: WorldOptions
     grader: Callable | None
     grader_name: str | None
+    grader_meta: Mapping[str, Any] | None
     grade: bool | str | None
     llm_grade: Any
     mutate_graded: bool
@@ -216,8 +218,16 @@ class SimulateConfig:
             repeat_policy, unique = "none", True
         if repeat_policy == "none" and k_given is None:
             k = 1
-        if unique_given and k_given is None and n_given is None:
-            n, k = 1, 1
+        if repeat_policy == "none" and k > 1:
+            if policy_given is not None:
+                raise ConfigError(
+                    f"repeat_policy={policy_given!r} runs one rollout per prompt but {k_name}={k} asks for {k}; "
+                    "drop one, or pass repeat_policy='fixed' for k rollouts each"
+                )
+            # A named k under a mode whose preset runs one rollout per prompt (explore): the
+            # caller asked for k rollouts per prompt, so every prompt gets them.
+            # report()["repeat_policy"] says "fixed".
+            repeat_policy = "fixed"
         fault_name, fault = pick_alias([("fault_rate", p["fault_rate"]), ("risk", p["risk"])])
         fault_rate = check_share(fault_name, fault) if fault is not None else preset_fault
         hard_share = check_share("hard_share", p["hard_share"]) if p["hard_share"] is not None else _DEFAULT_HARD_SHARE
@@ -331,6 +341,7 @@ class SimulateConfig:
             system_prompt=system, agent=agent, agent_shape=shape, max_turns=max_turns, writer=writer,
             writer_model=writer_model, user_model=user_model, execute=p["execute"], world_options=world_options,
             grader=grader, grader_name=grader_name, grade=grade, llm_grade=llm_grade,
+            grader_meta=_judge_identity(grader, grader_name, None, None, None, None, None)[1] if grader is not None else None,
             mutate_graded=(grader is not None) if mgf is None else mgf, traces=tuple(_load_rows(p["traces"], "traces")),
             tasks=p["tasks"], output=Path(p["output"]) if p["output"] is not None else None,
             checkpoint=Path(p["checkpoint"]) if p["checkpoint"] is not None else None, executor=p["executor"],

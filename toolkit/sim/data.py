@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import pickle
 import zlib
@@ -16,7 +17,7 @@ from toolkit.grading import conduct_grader
 from toolkit.rows import read_rows, save_rows, scrub, to_pandas
 from toolkit.rows._io import atomic_write_bytes
 from toolkit.sim.knobs import RunKnobs
-from toolkit.stats.passk import pass_at
+from toolkit.stats.passk import PassAt, pass_at
 
 __all__ = ["SimulationData", "RowList", "RowStore", "load"]
 
@@ -214,12 +215,32 @@ class SimulationData:
         return copy.deepcopy(self._report.get("coverage", {}))
 
     @property
-    def pass_at(self):
-        """``tk.pass_at`` of the graded rows (pass@1, pass^k, pass@k with intervals), or None
-        when no row carries a reward (grade first: ``data.grade(judge=...)``)."""
-        if not any(isinstance(r.get("reward"), (int, float)) and not isinstance(r.get("reward"), bool) for r in self.rows):
-            return None
-        return pass_at(self.rows, seed=self._seed)
+    def pass_at(self) -> PassAt:
+        """``tk.pass_at`` of the rows (pass@1, pass^k, pass@k with intervals), always a result.
+
+        When no row has a usable reward every number is None and ``.note`` (which the printed
+        line shows) says why: ungraded rows (grade first: ``data.grade(judge=...)``), grader
+        errors counted with the first one, and for a run that landed no row at all, the
+        rollouts it lost and the run's first warning."""
+        result = pass_at(self.rows, seed=self._seed)
+        if len(self):
+            return result
+        return dataclasses.replace(result, note=self._no_rows_note(result.note))
+
+    def _no_rows_note(self, note: str | None) -> str:
+        """pass_at's "no rows" note with what the run knows about why it has none."""
+        r = self._report
+        lost = r.get("rollouts_lost")
+        parts = []
+        if isinstance(lost, int) and lost:
+            parts.append(f"{lost} rollout(s) lost{_lost_by_text(r.get('rollouts_lost_by'))}")
+        if self.stopped_because:
+            parts.append(f"stopped: {self.stopped_because}")
+        if self.warnings:
+            parts.append(f"first warning: {self.warnings[0]}")
+        if not parts:
+            return note or "no rows"
+        return "no rows to score: " + "; ".join(parts)
 
     def __len__(self) -> int:
         return len(self._rows) if self._rows is not None else len(self._store)

@@ -42,9 +42,17 @@ Defaults that differ from the reference (and why):
   sft gave extra rollouts only to failure-worthy prompts, so k=4 was not guaranteed, docs/design/engine.md §11).
 * Zero arm yield is a fixed point of the arm update (:func:`toolkit.sim.update_arm_weights`);
   every batch's yields are recorded in ``search["arm_history"]``.
-* Delivered fault share is measured against the world's ledger (injected faults), over rows
-  whose situation asked for a fault and whose agent called a tool (a rollout that calls no
-  tool never meets one), and warned about only when the caller named ``fault_rate``.
+* ``fault_rate`` is the share of tool calls broken, over every call of the run, in every
+  situation (a ``"success"`` one breaks with a seeded mode), spread evenly within a rollout
+  (:func:`toolkit.situations.kept_fault_plan`). The reference keyed a fault to the situation,
+  so a rate of 1.0 delivered 0.91 on the shipped tools (the success cells never broke).
+  Delivered share = injected faults (the world's ledger) / non-human tool calls; a named rate
+  it misses by more than 0.05 over 100+ calls is warned about.
+* ``hard_share`` is steered: each new group takes the tier class that brings the planned
+  share of rollouts closest to the asked one, in every arm (the reference mixed tiers in the
+  grid arm only, with minimum picks, so 0 and 1 both gave about 0.25 under sft).
+* A changed knob the run gives nothing to act on (no mechanism here, or a part of the run it
+  lacks: :attr:`toolkit.sim.KnobSpec.needs`) is named in one warning.
 * A named ``avg_turns`` warns when conversations average under half of it (thread length =
   2 x user turns); the reference compared user turns with half of avg_turns, which is the most
   the person may speak, so it fired on nearly every run.
@@ -82,11 +90,13 @@ import numpy as np
 from toolkit._util.hashing import sha256_hex, stable_hash, stable_uniform
 from toolkit._util.results import json_safe
 from toolkit._version import __version__
-from toolkit.errors import ConfigError
+from toolkit.agents import parse_model_spec
+from toolkit.errors import AgentReplyError, ConfigError
 from toolkit.grading import grade as judge_grade
 from toolkit.rows import RowWriter, read_rows, scrub
 from toolkit.sim.config import SimulateConfig, _load_rows
 from toolkit.sim.data import RowStore, SimulationData, write_json_atomic
+from toolkit.sim.knobs import KNOB_NEEDS
 from toolkit.sim.planner import gap_guided_situations, open_ended_candidates
 from toolkit.sim.rollout import run_rollout
 from toolkit.sim.search import (
@@ -104,7 +114,7 @@ from toolkit.sim.search import (
     update_arm_weights,
 )
 from toolkit.sim.user import simulated_user
-from toolkit.situations import Situation, kept_fault_plan, mix_tiers, situation_grid, write_prompts
+from toolkit.situations import AXES, HARD_TIERS, Situation, kept_fault_plan, situation_grid, write_prompts
 from toolkit.situations.model_writer import ModelWriter
 from toolkit.world import World
 
@@ -121,6 +131,20 @@ _OUTPUT_DURABILITY = (
 # Enough for several rounds of candidates (per_round x select_oversample x phrasings is ~300)
 # while bounded: 4096 x 256 float32 = 4 MB.
 _VECTOR_CACHE_SIZE = 4096
+# A named fault_rate is warned about when the realised share of broken calls misses it by more
+# than this, over at least this many calls: the even per-rollout spread keeps a 500-call run
+# within about 0.01 of the rate (benchmarks/bench_engine.py), so 0.05 is a real miss.
+_FAULT_SHARE_TOLERANCE = 0.05
+_FAULT_SHARE_MIN_CALLS = 100
+# Semantic duplicates over a quarter of the rows mean the writer repeats itself (a choice: the
+# template writer's default runs stay under 5%, benchmarks/bench_engine.py).
+_SEMANTIC_DUPLICATE_WARN_SHARE = 0.25
+# idle_judge_share is judged only over this many successive rounds or more: fewer rounds are
+# mostly the first probes of every group, which fill nothing by construction.
+_IDLE_ROUNDS_MIN = 10
+# Writes of a never-opened card after which saturation counts it unreachable: each write draws a
+# new variant set, so three in a row with nothing new means the writer has nothing left for it.
+_UNREACHABLE_WRITES = 3
 _RISKY_STANCES = frozenset({"boundary", "adversarial", "conflicting"})
 
 
@@ -189,6 +213,7 @@ class RolloutJob:
     fault_plan: Mapping[str, Any] | None
     grader: Callable | None
     grader_name: str | None
+    grader_meta: Mapping[str, Any] | None = None
 
 
 def _rollout_task(job: RolloutJob) -> dict:
@@ -202,24 +227,30 @@ def _rollout_task(job: RolloutJob) -> dict:
         patience=job.patience, timeout=job.timeout, sampling=job.sampling, privileged=job.privileged,
     )  # fmt: skip
     if job.grader is not None and row.get("ended_by") != "lost":
-        _apply_verdict(row, job.grader, job.grader_name or "grader")
+        _apply_verdict(row, job.grader, job.grader_name or "grader", job.grader_meta)
     return row
 
 
-def _apply_verdict(row: dict, grader: Callable, name: str) -> None:
+def _apply_verdict(row: dict, grader: Callable, name: str, meta: Mapping[str, Any] | None = None) -> None:
+    # who graded the row, as tk.grade stamps it (name, model, prompt/rubric hashes, version)
+    row_meta = dict(meta) if meta else {"name": name}
     try:
         verdict = grader(row)
     except Exception as error:  # noqa: BLE001 -- a grader bug must not lose the row
-        row.update(reward=None, judge_status="error", judge_name=name, reason=f"{type(error).__name__}: {error}")
+        detail = f"{type(error).__name__}: {error}"
+        row.update(reward=None, judge_status="error", judge_name=name, reason=detail, judge_meta={**row_meta, "error": detail[:500]})
         return
     if isinstance(verdict, (int, float)) and not isinstance(verdict, bool):
         verdict = {"reward": float(verdict)}
-    if not isinstance(verdict, Mapping) or not isinstance(verdict.get("reward"), (int, float)) or isinstance(verdict.get("reward"), bool):
-        row.update(reward=None, judge_status="invalid_result", judge_name=name, reason=f"grader returned {verdict!r:.200}")
+    reward = verdict.get("reward") if isinstance(verdict, Mapping) else None
+    if not isinstance(reward, (int, float)) or isinstance(reward, bool) or not math.isfinite(reward):
+        detail = f"grader returned {verdict!r:.200}"
+        row.update(reward=None, judge_status="invalid_result", judge_name=name, reason=detail, judge_meta={**row_meta, "error": detail})
         return
-    row["reward"] = float(verdict["reward"])
+    row["reward"] = float(reward)
     row["judge_status"] = "ok"
     row["judge_name"] = name
+    row["judge_meta"] = row_meta
     for key in ("reason", "failure_class", "label_source"):
         if verdict.get(key) is not None:
             row[key] = verdict[key]
@@ -356,16 +387,16 @@ def simulate(
     requests_per_situation, phrasings, n : int or None, default None
         ``phrasings`` = ``n`` = ``requests_per_situation``: how many phrasings (prompts) each
         situation card gets, an integer >= 1 (the built-in writers draft a few more and the most
-        novel are kept). None: the mode's preset (explore 1, sft 3, rl 1, adaptive 3), or 1
-        when ``unique_situations=True`` is given without n or k.
+        novel are kept). None: the mode's preset (explore 1, sft 3, rl 1, adaptive 3).
     rollouts_per_request, repeats, rollouts_per_prompt : int or None, default None
         ``repeats`` = ``rollouts_per_prompt`` = ``rollouts_per_request``: k, the rollouts per
         phrasing, an integer >= 1. How many a phrasing actually gets is the repeat policy's
         call: ``"fixed"`` runs k, ``"successive"`` and ``"adaptive"`` run up to k, and ``"none"``
-        (explore's preset) runs one whatever k says (k then only sets the re-roll allowance of
-        a lost rollout and the family cap). None: the mode's preset (explore 1, sft 4, rl 8;
-        adaptive 3, or 2 when ``time_budget`` is under 90 s and ``until`` is not saturation),
-        and 1 under ``repeat_policy="none"``.
+        runs one. A k > 1 named under a mode whose preset policy is ``"none"`` (explore) switches
+        the policy to ``"fixed"`` (k rollouts per prompt; ``report()["repeat_policy"]`` says so);
+        with ``repeat_policy="none"`` named too it is a ConfigError. None: the mode's preset
+        (explore 1, sft 4, rl 8; adaptive 3, or 2 when ``time_budget`` is under 90 s and
+        ``until`` is not saturation), and 1 under ``repeat_policy="none"``.
     repeat_policy : str or None, default None
         One of ``REPEAT_POLICIES``: ``"none"`` (one rollout per phrasing), ``"fixed"`` (k
         each), ``"successive"`` (``advanced["probe"]`` rollouts, then groups whose outcomes split
@@ -375,7 +406,7 @@ def simulate(
         rl successive, adaptive adaptive). An unknown name is a ConfigError.
     unique_situations, unique : bool or None, default None
         ``unique`` = ``unique_situations``. True: a grid cell is run at most once (the search
-        leaves cells already run), and with neither n nor k given both become 1. None: the
+        leaves cells already run); the mode's n and k are kept. None: the
         mode's preset (True under explore, unless a repeat policy other than ``"none"`` /
         ``"unique"`` is given).
     mode : str, default "explore"
@@ -385,15 +416,25 @@ def simulate(
         ``"adaptive"`` (3, 2 or 3, adaptive, 0.5). Explicit parameters override its values. An
         unknown mode is a ConfigError.
     fault_rate, risk : float or None, default None
-        ``risk`` = ``fault_rate``: the per-prompt chance, in [0, 1], that a faulted
-        situation's fault plan is kept (the world's ``per_call_fault_rate`` then sets how often
-        a kept plan fires). None: the mode's preset (0.8 under rl, else 0.5). A named rate
-        the run does not deliver is warned about.
+        ``risk`` = ``fault_rate``: the share, in [0, 1], of tool calls the mock world breaks,
+        over every call of the run (0 none, 1 every one). A call is broken with the situation's
+        ``tool_condition`` as its fault mode, or, in a ``"success"`` situation, a mode drawn per
+        prompt from the world's modes. Calls are spread evenly within a rollout (a
+        low-discrepancy schedule with a per-rollout phase, :func:`toolkit.situations.kept_fault_plan`),
+        so the realised share over a run is the rate to within about one call per rollout.
+        None: the mode's preset (0.8 under rl, else 0.5). ``report()["delivered"]["fault_share"]``
+        is the realised share; a named rate it misses by more than 0.05 (over 100 or more calls)
+        is warned about. No effect with ``execute=``.
     hard_share : float or None, default None
-        Share, in [0, 1], of the structured arm's situations drawn from the hard tiers
-        (adversarial, boundary, ambiguous ...; :func:`toolkit.situations.mix_tiers` still draws a
-        few hard and one ordinary situation at 0 and 1). None: 0.40. A named share the run
-        does not deliver is warned about.
+        Share, in [0, 1], of the run's rollouts whose situation comes from the hard tiers
+        (adversarial, boundary, ambiguous ...), honoured by every arm: each new group is drawn
+        from the tier class that brings the planned share closest to the asked one (a deficit
+        rule over every rollout planned so far, re-rolls and fills included), so 0 gives no
+        hard situation and 1 no ordinary one. When a class runs out (unique situations on a
+        small grid) the other fills in. ``search["tier_mix"]`` records the drawn share (and
+        ``per_run`` under ``runs=N``); a drawn share more than
+        ``advanced["tier_mix_tolerance"]`` from the asked one, after
+        ``advanced["tier_mix_min_rows"]`` rows, is warned about. None: 0.40.
     reproducible : bool or None, default False
         True: round-synchronous scheduling (each round, ``advanced["per_round"]`` rows after a
         smaller first one, is planned, run to the last rollout and processed in plan order), so one seed gives the
@@ -555,6 +596,7 @@ class _Engine:
         self.k = config.k
         self.repeat_policy = config.repeat_policy
         self.tools = list(config.tools)
+        self.human_tools = frozenset(t.name for t in self.tools if t.is_human)
         self.embedder = config.make_embedder()
 
     # ----------------------------------------------------------------- run
@@ -576,6 +618,7 @@ class _Engine:
         self.abandoned = 0
         self.callback_errors = 0
         self.dead_count = 0
+        self.unreachable = False  # a rollout was lost to a model server that never answered
         self.last_lost_detail = None
         self.durations: deque = deque(maxlen=k.closing_window_rollouts)
         self.signatures: set[str] = set()
@@ -591,6 +634,11 @@ class _Engine:
         self.prompts_seen: set[str] = set()
         self.situations_opened: list[str] = []
         self.situations_opened_set: set[str] = set()  # membership; the list keeps the order
+        self.situation_groups: Counter = Counter()  # groups (phrasings) opened per situation
+        self.write_attempts: Counter = Counter()  # times each situation card was written
+        self.situation_objects: dict[str, Situation] = {}  # under situations=N: the open ones, for owed phrasings
+        self.tier_planned: Counter = Counter()  # rollouts planned per tier class (hard_share's deficit rule)
+        self.mutations_opened = 0  # situation cards the failure-mutation arm opened from a real parent
         self.seen = NoveltyIndex(self.embedder_dim())
         self.vector_cache: dict[str, np.ndarray] = {}
         self.arm_weights = dict(k.arm_weights) if k.arm_weights else dict(START_ARM_WEIGHTS)
@@ -601,6 +649,7 @@ class _Engine:
         # each batch (coverage_of over ~2,300 distinct cells costs ~3 ms, so once per batch is cheap)
         self.saturation_dims: dict[str, dict] = {}
         self.coverage_flat_batches = 0
+        self.saturation_rule: str | None = None  # which until="saturation" rule stopped the run
         self.last_pairs_covered = -1
         self.round = 0
         self.order = 0
@@ -620,6 +669,10 @@ class _Engine:
         self.graded = _ExactSum()  # running pass rate for progress events, exact like math.fsum
         self.eval_run = 0
         self.rounds_without_fill = 0
+        self.successive_rounds = 0
+        self.semantic_duplicates = 0
+        self.judge_failures: Counter = Counter()
+        self.first_judge_failure: str | None = None
         self.resume_rows, self.resume_keys_consumed = self._read_checkpoint()
         self.writers = self._open_writers()
         self.last_progress = (time.perf_counter(), 0)
@@ -868,6 +921,10 @@ class _Engine:
             return True
         self.empty_rounds += 1
         if self.empty_rounds % k.writer_idle_rounds_to_restart == 0:
+            # reference: at most max(24, budget // rows_per_extra_restart) restarts
+            if self.writer_restarts >= max(24, self.cfg.cap // k.rows_per_extra_restart):
+                self.stopped_because = "writer_exhausted"
+                return True
             self.writer_restarts += 1
             self.writer_seed = self.cfg.seed + k.restart_seed_stride * self.writer_restarts
         if self.empty_rounds >= k.empty_rounds_to_stop:
@@ -880,7 +937,7 @@ class _Engine:
         landed = self._landed_this_run()
         if landed >= self.cfg.cap:
             return "budget"
-        if not self.rows and self.dead_count >= max(k.dead_agent_errors, k.dead_agent_budget_multiple * (self.cfg.budget or 0)):
+        if not self.rows and (self.unreachable or self.dead_count >= max(k.dead_agent_errors, k.dead_agent_budget_multiple * (self.cfg.budget or 0))):
             return "agent_failed"
         if self.deadline is not None and time.perf_counter() >= self.deadline:
             return "time_budget"
@@ -890,11 +947,26 @@ class _Engine:
             planned = [s.id for s in self.grid]
             # unique situations give a cell one row by design, so one row per planned cell is full
             needed = 1 if self.cfg.unique else k.copies_needed
-            if all(self.cells[sid] >= needed for sid in planned):
+            if all(self.cells[sid] >= needed or self._unreachable(sid) for sid in planned):
+                self.saturation_rule = "copies"
                 return "saturation"
-            if self.flat_batches >= k.saturation_flat_batches or self.coverage_flat_batches >= k.saturation_flat_batches:
+            # a planned cell with no row yet is unexplored, whatever the batches look like: the
+            # plateau rules wait until every reachable cell has been run once
+            if any(self.cells[sid] == 0 and not self._unreachable(sid) for sid in planned):
+                return None
+            if self.flat_batches >= k.saturation_flat_batches:
+                self.saturation_rule = "flat_batches"
+                return "saturation"
+            if self.coverage_flat_batches >= k.saturation_flat_batches:
+                self.saturation_rule = "coverage_plateau"
                 return "saturation"
         return None
+
+    def _unreachable(self, sid: str) -> bool:
+        """A grid cell the writer cannot open: written _UNREACHABLE_WRITES times, every phrasing a
+        duplicate of one already run (the template writer has few wordings for some cards, such
+        as the 'unrelated' tool's), so the saturation rules stop waiting for it."""
+        return self.cells[sid] == 0 and self.write_attempts[sid] >= _UNREACHABLE_WRITES
 
     def _drain(self, cancel: bool) -> None:
         """Stop: cancel queued work, give running rollouts ``stop_grace`` seconds, keep what lands."""
@@ -905,7 +977,9 @@ class _Engine:
             if future.cancel():
                 self.in_flight.pop(future)
         if self.in_flight:
-            done, pending = cf.wait(list(self.in_flight), timeout=self.cfg.knobs.stop_grace if cancel else None)
+            # rollouts waiting on a server that never answered wait on nothing: no grace for them
+            grace = 0.0 if self.unreachable else self.cfg.knobs.stop_grace
+            done, pending = cf.wait(list(self.in_flight), timeout=grace if cancel else None)
             for future in sorted(done, key=lambda f: self.in_flight[f].order):
                 item = self.in_flight.pop(future)
                 self._land(item, future, allow_more=False)
@@ -936,10 +1010,16 @@ class _Engine:
         self.round += 1
         if items:
             self.empty_rounds = 0
+        if self.repeat_policy == "successive" and items:
+            # idle_judge_share: rounds that filled no split group (every item a first probe)
+            self.successive_rounds += 1
+            self.rounds_without_fill += not any(item.rollout_index >= self.allocator.probe for item in items)
         return items
 
     def _item(self, group: _Group, rollout_index: int, attempt: int = 0) -> _Item:
         self.order += 1
+        if group.situation is not None and attempt == 0:  # a re-roll replaces a lost rollout; count it once
+            self.tier_planned[self._tier_class(group.situation)] += 1
         return _Item(order=self.order, group=group, rollout_index=rollout_index, attempt=attempt)
 
     def _initial_rollouts(self) -> int:
@@ -994,80 +1074,162 @@ class _Engine:
             counts[ARMS[index]] += 1
         return {arm: counts[arm] for arm in ARMS}
 
+    def _tier_classes(self, groups: int, rows_per_group: int) -> list[str]:
+        """The tier class ("hard" / "ordinary") of each of ``groups`` new groups: each takes the
+        class that brings the planned hard share closest to ``hard_share`` (rollouts planned so
+        far, fills and re-rolls included, so the rule corrects what fills add later)."""
+        hard, total = self.tier_planned["hard"], self.tier_planned["hard"] + self.tier_planned["ordinary"]
+        share = self.cfg.hard_share
+        out = []
+        for _ in range(groups):
+            # hard iff |hard + r - s(total + r)| <= |hard - s(total + r)|, i.e. hard + r/2 <= s(total + r)
+            cls = "hard" if hard + rows_per_group / 2 <= share * (total + rows_per_group) else "ordinary"
+            out.append(cls)
+            total += rows_per_group
+            hard += rows_per_group if cls == "hard" else 0
+        return out
+
+    def _owed_phrasings(self) -> list:
+        """Under ``situations=N``, once N situations are open: more phrasings for the open ones
+        that have fewer than n (a round's free slots or the writer's novelty cut can leave a
+        card short), so the run ends at N x n prompts."""
+        short = [self.situation_objects[sid] for sid in self.situations_opened if self.situation_groups[sid] < self.cfg.n]
+        return self._write_and_pick([(s, f"phrasing {self.situation_groups[s.id] + 1} of {self.cfg.n} owed to an open situation") for s in short],
+                                    len(short), "", "structured")  # fmt: skip
+
     def _open_fresh(self, free: int) -> list[_Item]:
+        if self.cfg.n_situations is not None and len(self.situations_opened) >= self.cfg.n_situations:
+            return self._open_candidates(self._owed_phrasings(), free)
         per_group = self._initial_rollouts()
-        n_groups = max(1, math.ceil(free / max(1, per_group * self.cfg.n)))
+        rows_per_group = max(1, per_group * self.cfg.n)
+        n_groups = max(1, math.ceil(free / rows_per_group))
         counts = self._arm_counts(n_groups)
+        classes = iter(self._tier_classes(n_groups, rows_per_group))
         items: list[_Item] = []
         for arm in ARMS:
             if counts[arm] == 0:
                 continue
-            for situation, texts, reason, parent in self._candidates(arm, counts[arm]):
-                if len(items) >= free:
+            wanted = Counter(next(classes) for _ in range(counts[arm]))
+            candidates = []
+            for cls, other in (("hard", "ordinary"), ("ordinary", "hard")):
+                if wanted[cls]:
+                    got = self._candidates(arm, wanted[cls], cls)
+                    if len(got) < wanted[cls] and arm != "structured":  # the grid in this class first
+                        got += self._candidates("structured", wanted[cls] - len(got), cls)
+                    if len(got) < wanted[cls]:  # this class ran out (unique situations, small grid): the other fills in
+                        got += self._candidates(arm, wanted[cls] - len(got), other)
+                    candidates += got
+            items += self._open_candidates(candidates, free - len(items))
+        return items
+
+    def _open_candidates(self, candidates: list, free: int) -> list[_Item]:
+        items: list[_Item] = []
+        for situation, texts, reason, parent, used_arm in candidates:
+            if len(items) >= free:
+                break
+            if not self._situation_open_ok(situation):
+                continue
+            opened = False
+            for text, reference, persona, nov in texts:
+                if len(items) >= free or not self._situation_open_ok(situation):
                     break
-                if self.cfg.n_situations is not None and situation.id not in self.situations_opened_set and len(self.situations_opened) >= self.cfg.n_situations:
+                if text in self.prompts_seen:  # two candidate draws of one round may word a card alike
                     continue
+                group = _Group(
+                    key=stable_hash([self.eval_run, situation.id, text], 16), situation=situation, prompt=text,
+                    reference=reference, persona=persona, arm=used_arm, reason=reason, parent_id=parent, k=self.k,
+                    eval_run=self.eval_run, novelty=nov,
+                )  # fmt: skip
+                self.prompts_seen.add(text)
                 if situation.id not in self.situations_opened_set:
                     self.situations_opened.append(situation.id)
                     self.situations_opened_set.add(situation.id)
-                for text, reference, persona, nov in texts:
-                    if len(items) >= free:
-                        break
-                    group = _Group(
-                        key=stable_hash([self.eval_run, situation.id, text], 16), situation=situation, prompt=text,
-                        reference=reference, persona=persona, arm=arm, reason=reason, parent_id=parent, k=self.k,
-                        eval_run=self.eval_run, novelty=nov,
-                    )  # fmt: skip
-                    self.prompts_seen.add(text)
-                    items += self._open_group(group, free - len(items))
+                    if self.cfg.n_situations is not None:
+                        self.situation_objects[situation.id] = situation
+                self.situation_groups[situation.id] += 1
+                opened = True
+                items += self._open_group(group, free - len(items))
+            if opened and parent is not None:
+                self.mutations_opened += 1
         return items
 
-    # candidates: list of (situation, [(text, reference, persona, novelty)], reason, parent_id)
-    def _candidates(self, arm: str, count: int) -> list:
+    def _situation_open_ok(self, situation) -> bool:
+        """Under ``situations=N`` a situation takes n phrasings and no more, and no situation
+        past the N-th is opened: the run is N situations x n x k rollouts. Under unique
+        situations a situation gets its n phrasings and is never revisited, whichever arm
+        proposes it."""
+        if self.cfg.unique and situation.id in self.situations_opened_set:
+            return self.situation_groups[situation.id] < self.cfg.n  # its n phrasings, never a revisit
+        if self.cfg.n_situations is None:
+            return True
+        if situation.id in self.situations_opened_set:
+            return self.situation_groups[situation.id] < self.cfg.n
+        return len(self.situations_opened) < self.cfg.n_situations
+
+    @staticmethod
+    def _tier_class(situation) -> str:
+        return "hard" if situation.tier in HARD_TIERS else "ordinary"
+
+    # candidates: list of (situation, [(text, reference, persona, novelty)], reason, parent_id, arm);
+    # ``arm`` is the arm that really produced the candidate (an arm with nothing to offer falls
+    # back to another, and its rows carry the other's name, so arm yields credit the right arm)
+    def _candidates(self, arm: str, count: int, tier: str | None = None) -> list:
         k = self.cfg.knobs
+
+        def fits(situation) -> bool:
+            return tier is None or self._tier_class(situation) == tier
+
         salt = [self.eval_run, self.round, arm]
         if arm == "failure_mutation":
-            if not self.parents:
-                return self._candidates("structured", count)
+            # a mutation re-opens its parent's situation: never under unique situations
+            parents = [p for p in self.parents if p["situation"] is not None and fits(p["situation"]) and self._situation_open_ok(p["situation"])]
             out = []
-            parents = list(self.parents)
-            for j in range(count):
+            for j in range(count if parents else 0):
                 parent = parents[(self.round + j) % len(parents)]
                 text = mutate_prompt(parent["prompt"], self.writer_seed, [self.round, j])
-                if text in self.prompts_seen:
+                if text in self.prompts_seen or text == parent["prompt"]:
                     continue
-                out.append((parent["situation"], [(text, parent.get("reference"), parent.get("persona") or {}, self._novelty([text])[0])], f"mutation of a {parent['aim']} row", parent["id"]))
-            return out or self._candidates("structured", count)
+                out.append((parent["situation"], [(text, parent.get("reference"), parent.get("persona") or {}, self._novelty([text])[0])],
+                            f"mutation of a {parent['aim']} row", parent["id"], arm))  # fmt: skip
+            return out or self._candidates("structured", count, tier)
         if arm == "open_ended":
             pool = open_ended_candidates(count * k.select_oversample, self.writer_seed, salt, self.axes)
-            pool = [(s, t, f) for s, t, f in pool if t not in self.prompts_seen]
-            return self._pick_novel([(s, t, None, {}, f"open-ended probe: {f}") for s, t, f in pool], count)
+            pool = [(s, t, f) for s, t, f in pool if t not in self.prompts_seen and fits(s)]
+            return self._pick_novel([(s, t, None, {}, f"open-ended probe: {f}") for s, t, f in pool], count, arm)
         if arm == "llm_guided":
             situations = gap_guided_situations(count * k.select_oversample, self.axes, self.value_counts, self.writer_seed, salt, k.writer_context_items)
-            return self._write_and_pick([(s, r) for s, r in situations if self._family_ok(s)], count, "gap-guided: ")
+            return self._write_and_pick([(s, r) for s, r in situations if self._family_ok(s) and fits(s) and self._situation_open_ok(s)], count, "gap-guided: ", arm)
         if arm == "behavior_targeted":
             least = sorted(self.tool_calls, key=lambda t: (self.tool_calls[t], list(self.tool_calls).index(t)))[: max(1, k.writer_context_items)]
-            chosen = [s for s in self.grid if s.dimensions.get("tool") in least and self._family_ok(s) and (not self.cfg.unique or self.cells[s.id] == 0)]
+            chosen = [s for s in self.grid if s.dimensions.get("tool") in least and self._family_ok(s) and fits(s)
+                      and (not self.cfg.unique or self.cells[s.id] == 0)]  # fmt: skip
             if not chosen:
-                return self._candidates("llm_guided", count)
+                return self._candidates("llm_guided", count, tier)
             chosen.sort(key=lambda s: (least.index(s.dimensions["tool"]), stable_uniform(self.writer_seed, "bt", salt, s.id)))
-            return self._write_and_pick([(s, f"least-called tool {s.dimensions['tool']} ({self.tool_calls[s.dimensions['tool']]} calls)") for s in chosen[: count * k.select_oversample]], count, "")
-        # structured: the grid ranked by region weight (weighted reservoir keys u^(1/W)), tier-mixed
+            return self._write_and_pick([(s, f"least-called tool {s.dimensions['tool']} ({self.tool_calls[s.dimensions['tool']]} calls)") for s in chosen[: count * k.select_oversample]], count, "", arm)
+        # structured: the grid ranked by region weight (weighted reservoir keys u^(1/W)), in the asked tier class
         ranked = []
         for s in self.grid:
             if self.cfg.unique and (self.cells[s.id] > 0 or s.id in self.situations_opened_set):
                 continue
-            if not self._family_ok(s):
+            if not self._family_ok(s) or not fits(s):
                 continue
             weight = self._region_weight(s)
             u = stable_uniform(self.writer_seed, "reservoir", self.eval_run, self.round, s.id)
             ranked.append((u ** (1.0 / weight) if weight > 0 else 0.0, s))
         if not ranked:
-            return self._candidates("llm_guided", count) if self.cfg.unique else []
+            return self._candidates("llm_guided", count, tier) if self.cfg.unique else []
+        if self.cfg.until == "saturation" and self.replay_groups is None:
+            # the copies stop needs every planned cell at copies_needed rows: cells short of it go first
+            # (ranked by weight alone, 56 of 160 cells had no row after 3,000 sft rows, so it never fired)
+            needed = 1 if self.cfg.unique else k.copies_needed
+            short = [pair for pair in ranked if self.cells[pair[1].id] < needed and not self._unreachable(pair[1].id)]
+            if short:  # level by level: the least-run cells first
+                least = min(self.cells[pair[1].id] for pair in short)
+                ranked = [pair for pair in short if self.cells[pair[1].id] == least]
         ranked.sort(key=lambda pair: -pair[0])
         pool = [s for _, s in ranked[: max(count * k.select_oversample, count)]]
-        mixed = list(mix_tiers(pool, min(count, len(pool)), self.cfg.hard_share, seed=self.writer_seed + self.round))
-        return self._write_and_pick([(s, f"grid cell (region weight {self._region_weight(s):.3f})") for s in mixed], count, "")
+        return self._write_and_pick([(s, f"grid cell (region weight {self._region_weight(s):.3f})") for s in pool], count, "", arm)
 
     def _family_ok(self, situation) -> bool:
         k = self.cfg.knobs
@@ -1075,7 +1237,10 @@ class _Engine:
         return self.cells[situation.id] < cap
 
     def _write(self, situation) -> list[tuple[str, str | None, dict]]:
-        variant_seed = self.writer_seed + self.cells[situation.id] * 7919  # a new variant set per revisit
+        # a new variant set per write of this card: texts every card of one tool words alike (the
+        # 'unrelated' tool's) were all seen already, and a seed fixed by the row count rewrote them forever
+        variant_seed = self.writer_seed + self.write_attempts[situation.id] * 7919
+        self.write_attempts[situation.id] += 1
         count = self.cfg.n + self.cfg.knobs.writer_typical_completions - 1  # the engine keeps the n most novel
         if isinstance(self.cfg.writer, ModelWriter):
             drafts = write_prompts(situation, count, seed=variant_seed, tools=self.tools)
@@ -1103,7 +1268,7 @@ class _Engine:
             for (situation, reason), future in zip(chunk, futures):
                 yield situation, reason, future.result()
 
-    def _write_and_pick(self, situations: list[tuple[Any, str]], count: int, prefix: str) -> list:
+    def _write_and_pick(self, situations: list[tuple[Any, str]], count: int, prefix: str, arm: str) -> list:
         out = []
         for situation, reason, phrasings in self._written(situations, count):
             written = [w for w in phrasings if w[0] not in self.prompts_seen]
@@ -1114,12 +1279,12 @@ class _Engine:
                 order = sorted(sorted(range(len(written)), key=lambda i: (-round(float(scores[i]), 9), i))[: self.cfg.n])
                 written = [written[i] for i in order]
                 scores = [scores[i] for i in order]
-            out.append((situation, [(t, r, p, float(s)) for (t, r, p), s in zip(written, scores)], prefix + reason, None))
+            out.append((situation, [(t, r, p, float(s)) for (t, r, p), s in zip(written, scores)], prefix + reason, None, arm))
             if len(out) >= count:
                 break
         return out
 
-    def _pick_novel(self, pool: list, count: int) -> list:
+    def _pick_novel(self, pool: list, count: int, arm: str) -> list:
         if not pool:
             return []
         scores = self._novelty([t for _, t, _, _, _ in pool])
@@ -1127,7 +1292,7 @@ class _Engine:
         out = []
         for i in order[:count]:
             s, t, ref, persona, reason = pool[i]
-            out.append((s, [(t, ref, persona, float(scores[i]))], reason, None))
+            out.append((s, [(t, ref, persona, float(scores[i]))], reason, None, arm))
         return out
 
     def _novelty(self, texts: list[str]) -> np.ndarray:
@@ -1178,6 +1343,7 @@ class _Engine:
         """Hot regions from failing traces pull grid weight: x(1 + gain x share x match)."""
         k = self.cfg.knobs
         self.failing_seeds: list[str] = []
+        self.failing_seed_rows: dict[str, dict] = {}
         if not self.cfg.traces:
             return {}
         hot: Counter = Counter()
@@ -1189,8 +1355,9 @@ class _Engine:
             tools_called = [s.get("tool") for s in row.get("steps") or () if isinstance(s, Mapping) and "tool" in s]
             condition = dims.get("tool_condition") or next((f.get("mode") for f in row.get("faults") or () if isinstance(f, Mapping)), None)
             hot[(dims.get("tool") or (tools_called[0] if tools_called else None), condition)] += 1
-            if isinstance(row.get("prompt"), str) and len(self.failing_seeds) < k.failing_seeds_cap:
+            if isinstance(row.get("prompt"), str) and len(self.failing_seeds) < k.failing_seeds_cap and row["prompt"] not in self.failing_seed_rows:
                 self.failing_seeds.append(row["prompt"])
+                self.failing_seed_rows[row["prompt"]] = row
         total = sum(hot.values()) or 1
         boost = {}
         for s in self.grid:
@@ -1208,8 +1375,13 @@ class _Engine:
         if self.cfg.tasks is None:
             # failing asks from traces run first as seed groups, then the search continues
             for text in self.failing_seeds:
-                group = _Group(key=stable_hash([0, "seed", text], 16), situation=None, prompt=text, reference=None, persona={},
-                               arm="trace_seed", reason="failing ask mined from traces=", parent_id=None, k=self.k)  # fmt: skip
+                trace = self.failing_seed_rows[text]
+                # the trace's own situation when its dimensions name one, so its rows carry a tier,
+                # a cell and the run's fault_rate like any other; else no situation (and no fault)
+                situation = _situation_from_dims(trace.get("scenario_dimensions"))
+                group = _Group(key=stable_hash([0, "seed", text], 16), situation=situation, prompt=text, reference=None, persona={},
+                               arm="trace_seed", reason="failing ask mined from traces=", parent_id=None, k=self.k,
+                               world_state=trace.get("world_state") if situation is None else None)  # fmt: skip
                 self.owed.extend((group, 0, i) for i in range(self._initial_rollouts()))
                 group.next_index = self._initial_rollouts()
                 self.groups[group.key] = group
@@ -1227,13 +1399,7 @@ class _Engine:
         groups = deque()
         for prompt, rows in by_prompt.items():
             first = rows[0]
-            dims = first.get("scenario_dimensions")
-            situation = None
-            if isinstance(dims, Mapping) and set(dims) <= set(("tool", "rule", "stance", "world_state", "tool_condition", "history")):
-                try:
-                    situation = Situation(dict(dims))
-                except ConfigError:
-                    situation = None
+            situation = _situation_from_dims(first.get("scenario_dimensions"))
             faults = [f for r in rows for f in r.get("faults") or () if isinstance(f, Mapping)]
             plan = {"*": {"mode": faults[0]["mode"], "rate": 1.0}} if faults else {}
             groups.append(_Group(
@@ -1284,7 +1450,8 @@ class _Engine:
         elif situation is not None:
             # the one place the run's fault_rate is read: keep this prompt's fault or not
             world_state = dims.get("world_state")
-            fault_plan = kept_fault_plan(situation, fault_rate=self.cfg.fault_rate, seed=seed, key=g.prompt)
+            fault_plan = kept_fault_plan(situation, fault_rate=self.cfg.fault_rate, seed=self.cfg.seed, key=g.prompt,
+                                         modes=self.cfg.world_options.mode_names)  # fmt: skip
         else:
             world_state, fault_plan = None, None
         return RolloutJob(
@@ -1293,7 +1460,7 @@ class _Engine:
             avg_turns=self.cfg.avg_turns, patience=self.cfg.patience, timeout=self.cfg.rollout_timeout,
             sampling=self.cfg.sampling, privileged=privileged, user=user, world_options=self.cfg.world_options,
             execute=self.cfg.execute, world_state=world_state, fault_plan=fault_plan,
-            grader=self.cfg.grader, grader_name=self.cfg.grader_name,
+            grader=self.cfg.grader, grader_name=self.cfg.grader_name, grader_meta=self.cfg.grader_meta,
         )  # fmt: skip
 
     def _user(self, situation):
@@ -1313,6 +1480,8 @@ class _Engine:
             future.set_result({"__resumed__": True, **stored})
         else:
             future = self.pool.submit(_rollout_task, self._job(item))
+            if future.done() and isinstance(future.exception(), AgentReplyError):
+                raise future.exception()  # an inline rollout: stop before submitting the next one
         self.in_flight[future] = item
         future.add_done_callback(self.completed.put)
         return future
@@ -1321,13 +1490,19 @@ class _Engine:
         g = item.group
         try:
             row = future.result()
+        except AgentReplyError:
+            raise  # the agent's reply has an impossible type: a programming error, every rollout would fail alike
         except Exception as error:  # noqa: BLE001 -- the task itself failed (executor, pickling, world)
             row = {"ended_by": "lost", "lost_reason": "agent_error", "lost_detail": f"{type(error).__name__}: {error}"}
         resumed = bool(row.pop("__resumed__", False))
         if row.get("ended_by") == "lost":
             reason = row.get("lost_reason") or "agent_error"
             self.last_lost_detail = row.get("lost_detail")
-            if allow_more and item.attempt < max(1, g.k) and self._capacity() > 0:
+            if reason == "server_unreachable" and not self.rows:
+                # the model server never answered this run: every other rollout would wait out its
+                # timeout the same way, so the run is called off now (_check_stop)
+                self.unreachable = True
+            if allow_more and item.attempt < max(1, g.k) and self._capacity() > 0 and not self.unreachable:
                 self.rerolled += 1
                 self.rerolled_by[reason] += 1
                 self.owed.appendleft((g, item.attempt + 1, item.rollout_index))
@@ -1354,6 +1529,10 @@ class _Engine:
         reward = public.get("reward")
         if isinstance(reward, (int, float)) and not isinstance(reward, bool):
             self.graded.add(float(reward))
+        elif public.get("judge_status") in ("error", "invalid_result"):
+            self.judge_failures[public["judge_status"]] += 1
+            if self.first_judge_failure is None:
+                self.first_judge_failure = public.get("reason")
         if self.cfg.on_row is not None:
             try:
                 self.cfg.on_row(public)
@@ -1435,6 +1614,7 @@ class _Engine:
             self.saturation_dims.setdefault(repr(sorted(dims.items(), key=lambda kv: str(kv[0]))), {"scenario_dimensions": dims})
         if g.landed == 0:
             self.seen.remember(self._embed([g.prompt]))
+        self.semantic_duplicates += g.novelty < k.semantic_duplicate_novelty
         g.landed += 1
         aim = failure_aim(row, pass_threshold=k.pass_threshold, graded=self.cfg.mutate_graded, faults=k.mutate_failures)
         if aim is not None:
@@ -1599,7 +1779,7 @@ class _Engine:
         facts = getattr(self, "_facts_state", None)
         if facts is None:
             facts = self._facts_state = {
-                "with_dims": {}, "faulted_cells": 0, "faulted_with_fault": 0, "tiers": Counter(), "user_turns": 0,
+                "with_dims": {}, "tool_calls": 0, "faulted_calls": 0, "tiers": Counter(), "tiers_by_run": {}, "user_turns": 0,
                 "prompts": set(), "scenario_ids": set(), "agent_model": None, "ended_on_question": 0, "any_tool": False,
                 "system_prompt_shas": set(),
             }  # fmt: skip
@@ -1619,11 +1799,12 @@ class _Engine:
         if dims:
             # coverage counts distinct t-tuples, so each distinct dimension set is kept once
             facts["with_dims"].setdefault(repr(sorted(dims.items(), key=lambda kv: str(kv[0]))), {"scenario_dimensions": dims})
-        if (dims or {}).get("tool_condition") not in (None, "success", "unspecified") and has_tool:
-            facts["faulted_cells"] += 1
-            facts["faulted_with_fault"] += bool(r.get("faults"))
+        # a human tool is the simulated person answering, not the world: it never breaks
+        facts["tool_calls"] += sum(1 for s in steps if "tool" in s and s["tool"] not in self.human_tools)
+        facts["faulted_calls"] += sum(1 for f in r.get("faults") or () if isinstance(f, Mapping) and f.get("injected", True))
         if r.get("tier"):
             facts["tiers"][r.get("tier")] += 1
+            facts["tiers_by_run"].setdefault((r.get("lineage") or {}).get("eval_run", 0) or 0, Counter())[r.get("tier")] += 1
         facts["user_turns"] += sum(1 for s in steps if "user" in s) + 1
         facts["prompts"].add(r.get("prompt"))
         if r.get("scenario_id"):
@@ -1632,14 +1813,44 @@ class _Engine:
         facts["any_tool"] = facts["any_tool"] or has_tool
         facts["system_prompt_shas"].add((r.get("lineage") or {}).get("system_prompt_sha"))
 
+    def _same_model_roles(self) -> list[str]:
+        """The jobs besides answering that the agent's own model does (writing, playing the user)."""
+        agent = _model_identity(self.cfg.agent)
+        if agent is None:
+            return []
+        roles = []
+        if isinstance(self.cfg.writer, ModelWriter) and _model_identity(self.cfg.writer.chat) == agent:
+            roles.append("wrote the situations")
+        if self.cfg.agent_shape == "chat" and self.cfg.user_model is not None and _model_identity(self.cfg.user_model) == agent:
+            roles.append("played the user")
+        return roles
+
+    def _inert_knobs(self) -> list[str]:
+        """Changed knobs this run gives nothing to act on: no mechanism here, or a part of the run it lacks."""
+        active = {
+            "model_writer": isinstance(self.cfg.writer, ModelWriter),
+            "model_user": self.cfg.user_model is not None and self.cfg.agent_shape == "chat",
+            "repeated_cells": not self.cfg.unique, "saturation": self.cfg.until == "saturation",
+            "successive": self.repeat_policy == "successive", "adaptive": self.repeat_policy == "adaptive",
+            "traces": bool(self.cfg.traces),
+        }  # fmt: skip
+        out = []
+        for name in self.cfg.knobs.changed():
+            spec = self.cfg.knobs.spec(name)
+            if not spec.used:
+                out.append(f"{name} (no such mechanism in this engine)")
+            elif spec.needs and not active[spec.needs]:
+                out.append(f"{name} (acts only with {KNOB_NEEDS[spec.needs]})")
+        return out
+
     def _report(self) -> dict:
         k = self.cfg.knobs
         rows = self.rows
         facts = self._facts()
         coverage = self.grid.coverage_of(list(facts["with_dims"].values()))
         pairwise = {"pairs_planned": coverage.get("pairs_planned"), "pairs_covered": coverage.get("pairs_covered"), "fraction": coverage.get("fraction")}
-        n_faulted = facts["faulted_cells"]
-        fault_share = (facts["faulted_with_fault"] / n_faulted) if n_faulted else None
+        n_calls = facts["tool_calls"]
+        fault_share = (facts["faulted_calls"] / n_calls) if n_calls else None
         tiers = facts["tiers"]
         hard = sum(v for t, v in tiers.items() if t != "ordinary")
         tier_share = hard / sum(tiers.values()) if tiers else None
@@ -1660,11 +1871,16 @@ class _Engine:
             "failure_criteria": {"pass_threshold": k.pass_threshold, "graded_failures_steer": self.cfg.mutate_graded, "tool_faults_steer": k.mutate_failures},
             "groups": {**self.allocator.summary(), "reached_k": self.retired_groups + sum(1 for g in self.groups.values() if g.landed >= g.k),
                        "below_k": sum(1 for g in self.groups.values() if 0 < g.landed < g.k)},
-            "tier_mix": {"counts": dict(tiers), "hard_share_drawn": tier_share, "hard_share_requested": self.cfg.hard_share},
+            "tier_mix": {"counts": dict(tiers), "hard_share_drawn": tier_share, "hard_share_requested": self.cfg.hard_share,
+                         "per_run": [{"eval_run": run, "counts": dict(c), "hard_share_drawn": _hard_share_of(c)}
+                                     for run, c in sorted(facts["tiers_by_run"].items())]},
             "ended_on_question": {"n": ended_on_question, "share": ended_on_question / len(rows) if rows else None},
             "rollouts": {"landed": len(rows), "rerolled": self.rerolled, "rerolled_by": dict(self.rerolled_by), "lost": lost_total,
                          "lost_by": {a: b for a, b in self.lost_by.items() if b}, "abandoned": self.abandoned},
-            "writer_restarts": self.writer_restarts, "eval_runs": self.cfg.runs,
+            "writer_restarts": self.writer_restarts, "writer_restarts_allowed": max(24, self.cfg.cap // k.rows_per_extra_restart),
+            "eval_runs": self.cfg.runs, "mutations_opened": self.mutations_opened,
+            "semantic_duplicates": {"n": self.semantic_duplicates, "threshold": k.semantic_duplicate_novelty},
+            "rounds": {"successive": self.successive_rounds, "without_fill": self.rounds_without_fill},
             "pinned_tasks": len(getattr(self, "pinned", []) or []), "trace_seeds": len(getattr(self, "failing_seeds", [])),
         })  # fmt: skip
         delivered = {
@@ -1674,11 +1890,12 @@ class _Engine:
         # delivery warnings: only for knobs the caller named (#476)
         if self.cfg.fault_rate_named and self.cfg.execute is not None:
             self.warnings.append(f"fault_rate={self.cfg.fault_rate} has no effect with execute=: your world answers every tool call, so difficulty is its job; drop fault_rate or execute.")
-        elif self.cfg.fault_rate_named and fault_share is not None and n_faulted >= 10:
-            if self.cfg.fault_rate == 0 and fault_share > 0.01:
-                self.warnings.append(f"fault_rate=0 but {fault_share:.0%} of faulted-cell rows saw an injected fault; check advanced['world'] fault plans.")
-            elif fault_share < 0.7 * self.cfg.fault_rate:
-                self.warnings.append(f"fault_rate={self.cfg.fault_rate} delivered only {fault_share:.0%} faulted rows among rows whose situation asked for a fault; raise fault_rate or budget.")
+        elif self.cfg.fault_rate_named and fault_share is not None and n_calls >= _FAULT_SHARE_MIN_CALLS and abs(fault_share - self.cfg.fault_rate) > _FAULT_SHARE_TOLERANCE:
+            # replayed tasks= and trace seeds without a situation keep their own plans, so they can pull the share away
+            self.warnings.append(
+                f"fault_rate={self.cfg.fault_rate} delivered {fault_share:.3f} of {n_calls} tool calls broken; "
+                "replayed tasks and trace seeds keep their own fault plans, and calls the world refuses before any plan (unknown tools, bad arguments) never fault."
+            )
         mean_user_turns = delivered["mean_user_turns"]
         # A named avg_turns the conversations fall far short of (#299: depth stuck at ~1.5
         # whatever avg_turns said). The reference compares mean user turns with 0.5 x avg_turns,
@@ -1693,15 +1910,22 @@ class _Engine:
                 f"({mean_user_turns:.1f} user turns): the agent ends them early or the person walks away; set advanced['patience']='endless' "
                 "or check that the agent asks follow-up questions."
             )
-        if "hard_share" in self.cfg.named and tier_share is not None and len(rows) >= k.tier_mix_min_rows and tier_share < self.cfg.hard_share - k.tier_mix_tolerance:
-            self.warnings.append(f"hard_share={self.cfg.hard_share} delivered {tier_share:.2f} hard-tier rows; raise budget or per_round so the tier mixer has room.")
+        if tier_share is not None and sum(tiers.values()) >= k.tier_mix_min_rows and abs(tier_share - self.cfg.hard_share) > k.tier_mix_tolerance:
+            self.warnings.append(
+                f"hard_share={self.cfg.hard_share} delivered {tier_share:.2f} hard-tier rows of {sum(tiers.values())}: the "
+                f"{'hard' if tier_share < self.cfg.hard_share else 'ordinary'} situations ran out (unique situations on a grid of "
+                f"{len(self.grid)}: {self.grid.tier_counts()}); allow repeats (unique=False) or add tools and policy rules."
+            )
         if lost_total:
             self.degraded.append("rollouts_lost")
             by = ", ".join(f"{a} {b}" for a, b in self.lost_by.items() if b)
             self.warnings.append(f"{lost_total} rollouts were lost after re-rolls ({by}); the surviving rows are not missing at random -- fix the agent's failures before reading rates off them.")
         if self.stopped_because == "agent_failed":
             self.degraded.append("agent_errors")
-            self.warnings.insert(0, f"agent_failed: no rollout produced a row after {getattr(self, 'dead_count', 0)} attempts (last: {getattr(self, 'last_lost_detail', None)}); fix the agent or its timeout and run again.")
+            if self.unreachable:
+                self.warnings.insert(0, f"agent_failed: the model server never answered ({self.last_lost_detail}); the run was called off at once. Check the URL and that the server is up.")
+            else:
+                self.warnings.insert(0, f"agent_failed: no rollout produced a row after {self.dead_count} attempts (last: {self.last_lost_detail}); fix the agent or its timeout and run again.")
         if self.abandoned:
             self.degraded.append("rollouts_abandoned")
             self.warnings.append(f"{self.abandoned} rollouts were still running {k.stop_grace} s after the stop ({self.stopped_because}) and were abandoned; raise advanced['stop_grace'] to wait longer.")
@@ -1724,6 +1948,34 @@ class _Engine:
         if starved:
             self.degraded.append("followups_starved")
             self.warnings.append(f"{ended_on_question} rows ended with the person walking away from a question; set advanced['patience']='endless' to see full conversations.")
+        if self.cfg.grader is not None and self.judge_failures:
+            failed = sum(self.judge_failures.values())
+            by = ", ".join(f"{status} {n}" for status, n in sorted(self.judge_failures.items()))
+            self.degraded.append("grader_failed")
+            self.warnings.insert(0,
+                f"the grader {self.cfg.grader_name!r} gave no usable reward on {failed} of {len(rows)} rows ({by}; first: {self.first_judge_failure}); "
+                "those rows have reward None and pass rates count only the rest: fix the grader (it must return a number or {'reward': number})."
+            )  # fmt: skip
+        same = self._same_model_roles()
+        if same:
+            self.degraded.append("same_model")
+            self.warnings.append(
+                f"the agent's model also {' and '.join(same)}: a model judges its own writing kindly and plays a person like itself; "
+                "pass simulator= for the writer and user_model= for the user to put those jobs on a different model."
+            )
+        inert = self._inert_knobs()
+        if inert:
+            self.warnings.append("advanced knobs with no effect in this run: " + "; ".join(inert) + ".")
+        if rows and self.semantic_duplicates > len(rows) * _SEMANTIC_DUPLICATE_WARN_SHARE:
+            self.warnings.append(
+                f"{self.semantic_duplicates} of {len(rows)} rows are semantic duplicates (novelty under "
+                f"{k.semantic_duplicate_novelty}): the writer is repeating itself; add variety (simulator=, more tools or policy rules) rather than budget."
+            )
+        if self.repeat_policy == "successive" and self.successive_rounds >= _IDLE_ROUNDS_MIN and self.rounds_without_fill > k.idle_judge_share * self.successive_rounds:
+            self.warnings.append(
+                f"{self.rounds_without_fill} of {self.successive_rounds} rounds had no split group to fill: the agent is unanimous on nearly "
+                "every situation, so its rl groups carry little signal; add harder situations (hard_share=, fault_rate=) or more of them."
+            )
         if self.cfg.n_situations is not None and len(self.situations_opened) < self.cfg.n_situations and self.stopped_because == "budget":
             self.warnings.append(f"budget={self.cfg.budget} stopped the run after {len(self.situations_opened)} of situations={self.cfg.n_situations}; raise budget.")
         return json_safe({
@@ -1733,19 +1985,23 @@ class _Engine:
             "budget": self.cfg.budget, "budget_per_run": self.cfg.cap, "stopped_because": self.stopped_because,
             "pairwise": pairwise, "coverage": {**coverage, "grid_situations": len(self.grid), "cells_run": len(self.cells)},
             "copies_needed": k.copies_needed, "min_cell_copies": min((self.cells[s.id] for s in self.grid), default=0),
+            "saturation_rule": self.saturation_rule,
             "mode": self.cfg.mode, "repeat_policy": self.repeat_policy, "requests_per_situation": self.cfg.n, "rollouts_per_request": self.k,
             "unique_situations": self.cfg.unique, "n_situations": len(self.situations_opened), "situations_requested": self.cfg.n_situations,
             "fault_rate": self.cfg.fault_rate, "hard_share": self.cfg.hard_share, "seed": self.cfg.seed, "runs": self.cfg.runs,
             "concurrency": self.cfg.concurrency, "execution": self._execution(), "reproducible": self.cfg.reproducible, "time_budget": self.cfg.time_budget, "until": self.cfg.until,
             "knobs": self.cfg.knobs.to_dict(), "knobs_changed": list(self.cfg.knobs.changed()),
             "patience": self.cfg.patience, "user_temperature": k.user_temperature, "world": self.cfg.world_options.to_dict(),
-            "world_note": "fault_rate is the per-prompt chance that a faulted situation's plan is kept; world.per_call_fault_rate is the per-call rate a kept plan fires at",
+            "world_note": "fault_rate is the share of tool calls the mock world breaks, spread evenly within each rollout; world.per_call_fault_rate is the rate a fault plan with no rate of its own fires at (plans built for tk.World)",
             "max_turns": self.cfg.max_turns, "avg_turns": self.cfg.avg_turns, "timeout": self.cfg.timeout, "logprobs": self.cfg.logprobs,
             "sampling": self.cfg.sampling, "grader": self.cfg.grader_name, "grade": self.cfg.grade, "llm_grade": bool(self.cfg.llm_grade),
             "simulator": self.cfg.writer_model, "writer_model": self.cfg.writer_model, "agent_model": agent_model,
             "writer": self.cfg.writer.summary() if isinstance(self.cfg.writer, ModelWriter) else {"model": self.cfg.writer_model},
             "user_model": self.metadata["user_model"], "arm_weights": self.search_record["arm_start"],
             "tasks": len(getattr(self, "pinned", []) or []), "traces": len(self.cfg.traces), "seeds": len(getattr(self, "failing_seeds", [])),
+            # the reference's strategy: "trace" when traces aim the grid, else "broad" (no targeted mode here)
+            "strategy": "trace" if self.cfg.traces else "broad", "dimensions": {axis: list(values) for axis, values in self.axes.items()},
+            "semantic_duplicates": self.semantic_duplicates, "knobs_inert": inert, "grader_failures": dict(self.judge_failures),
             "requested": {"fault_rate": self.cfg.fault_rate, "avg_turns": self.cfg.avg_turns, "hard_share": self.cfg.hard_share},
             "delivered": delivered,
             "rollouts_requested": len(rows) + lost_total, "rollouts_completed": len(rows), "rollouts_lost": lost_total,
@@ -1756,6 +2012,34 @@ class _Engine:
             "offline_defaults": self.offline_defaults, "elapsed_s": round(time.perf_counter() - self.started, 3),
             "warnings": list(self.warnings), "degraded": list(self.degraded),
         })  # fmt: skip
+
+
+def _model_identity(model: Any) -> tuple | None:
+    """(provider, model, base URL) of a model spec string or a model backend, else None."""
+    spec = getattr(model, "spec", None) if not isinstance(model, str) else model
+    if isinstance(spec, str):
+        try:
+            spec = parse_model_spec(spec)
+        except Exception:  # noqa: BLE001 -- not a spec we can compare: not the same model
+            return None
+    if spec is None or not hasattr(spec, "provider"):
+        return None
+    return (spec.provider, getattr(spec, "model", None), getattr(spec, "base_url", None))
+
+
+def _situation_from_dims(dims: Any) -> Situation | None:
+    """A Situation rebuilt from a row's ``scenario_dimensions``, or None when they name none."""
+    if not isinstance(dims, Mapping) or not dims or not set(dims) <= set(AXES):
+        return None
+    try:
+        return Situation(dict(dims))
+    except (ConfigError, TypeError, KeyError):
+        return None
+
+
+def _hard_share_of(counts: Mapping[str, int]) -> float | None:
+    total = sum(counts.values())
+    return sum(v for t, v in counts.items() if t != "ordinary") / total if total else None
 
 
 class _ExactSum:

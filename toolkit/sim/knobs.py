@@ -15,7 +15,11 @@ The names and defaults are those of the reference engine's two ``advanced`` tabl
   calls, no token budget and no scene thread. Those knobs are still accepted, bounded and
   recorded (so a configuration written for the reference runs unchanged), and their reason
   says plainly that the offline engine does not read them. :attr:`KnobSpec.used` is False for
-  them, so the dashboard can grey them out.
+  them, so the dashboard can grey them out, and ``simulate()`` warns once when one is changed.
+* Some knobs act only on part of a run (a model writer, a model user, repeated cells, the
+  saturation stop, a repeat policy, traces): :attr:`KnobSpec.needs` names it, and a run
+  without it warns when such a knob is changed (tests/sim/test_effects.py measures every
+  knob's effect where it acts).
 * A few keys the reference takes in ``advanced`` beyond its tables (``per_round``, ``probe``,
   ``copies_needed``, ``arm_weights``, ``mutate_failures``, ...) are knobs here too
   (``KnobSpec.source == "toolkit"``), so that no number in the engine is out of reach.
@@ -39,10 +43,21 @@ from toolkit.errors import ConfigError, KnobError, unknown_name_message
 from toolkit.sim.user import resolve_patience
 from toolkit.world import WorldOptions
 
-__all__ = ["KnobSpec", "RunKnobs", "KNOB_KINDS", "KNOB_TABLES", "knob_table_markdown"]
+__all__ = ["KnobSpec", "RunKnobs", "KNOB_KINDS", "KNOB_TABLES", "KNOB_NEEDS", "knob_table_markdown"]
 
 KNOB_KINDS = ("int", "float", "bool", "choice", "band", "table")
 KNOB_TABLES = ("experiment", "engine")
+#: What a conditional knob acts on: a model writer (``simulator="<spec>"``), a model user
+#: (``user_model=``), repeated grid cells (not under unique situations), or the ``"saturation"`` stop.
+KNOB_NEEDS = {
+    "model_writer": "a model writer (simulator='<spec>')",
+    "model_user": "a model user (user_model=) of a chat-shaped agent",
+    "repeated_cells": "cells that get more than one row (unique situations give each one)",
+    "saturation": "until='saturation'",
+    "successive": "the successive repeat policy (mode='rl')",
+    "adaptive": "the adaptive repeat policy (mode='adaptive')",
+    "traces": "traces= (hot regions of failing traces)",
+}
 _BIG = 2**62  # "no practical ceiling" for counts and seeds; still a bound, so it is stated
 
 _COMPAT = "Kept for config compatibility; the offline template writer "
@@ -59,7 +74,9 @@ class KnobSpec(Result):
     ``nullable`` (None is allowed), ``table`` ("experiment" | "engine"), ``meaning`` (what it
     does), ``reason`` (why the default is what it is), ``used`` (False when the offline engine
     has no such mechanism), ``source`` ("seed" = the reference tables, "toolkit" = ours),
-    ``seed_default`` (the default as the reference table writes it, for the docs test)."""
+    ``seed_default`` (the default as the reference table writes it, for the docs test),
+    ``needs`` (None, or the part of a run the knob acts on: one of :data:`KNOB_NEEDS`; a
+    run without it gets the "no effect here" warning when the knob is changed)."""
 
     name: str
     default: Any
@@ -74,6 +91,7 @@ class KnobSpec(Result):
     used: bool = True
     source: str = "seed"
     seed_default: str | None = None
+    needs: str | None = None
 
     def __str__(self) -> str:
         bounds = f" in [{self.lo}, {self.hi}]" if self.lo is not None else ""
@@ -103,12 +121,12 @@ _SPECS: tuple[KnobSpec, ...] = (
     _k("user_temperature", None, "float", 0.0, 2.0, "experiment",
        "One sampling temperature for every model-user line; None keeps 0.475 (follow-ups) and 0.9 (human-tool answers).",
        "Reference defaults USER_TURN_TEMPERATURE / HUMAN_TOOL_TEMPERATURE; the template user is deterministic and does not read it.",
-       nullable=True),
+       nullable=True, needs="model_user"),
     _k("writer_temperature", (0.45, 1.05), "band", 0.0, 2.0, "experiment",
        "The situation writer's temperature: a number pins it, a (lo, hi) band is drawn from per batch.",
        "Reference band. Read by a model writer (simulator='<spec>'), which draws per card from the run's seed; "
        "the template writer is deterministic and ignores it.",
-       seed_default="(0.45, 1.05)"),
+       seed_default="(0.45, 1.05)", needs="model_writer"),
     _k("world", {}, "table", None, None, "experiment",
        "The mock world's dials as a dict of WorldOptions fields (fault_modes, default_fault_mode, exists_share, ...).",
        "Empty: the WorldOptions defaults (toolkit/sandbox.py) apply. Validated by WorldOptions; a typo names the fields."),
@@ -121,26 +139,32 @@ _SPECS: tuple[KnobSpec, ...] = (
        nullable=True, seed_default="on with `grader=`"),
     _k("smoothing_alpha", 1.0, "float", 0.01, 100.0, "experiment",
        "Laplace smoothing (s + a) / (n + 2a) on the group hazard and the mixed rate of rl's successive allocation.",
-       "alpha = 1 is Laplace's rule of succession: with no history the hazard of a unanimous pair is 1/4 (docs/design/engine.md §2.2)."),
+       "alpha = 1 is Laplace's rule of succession: with no history the hazard of a unanimous pair is 1/4 (docs/design/engine.md §2.2).",
+       needs="successive"),
     _k("allocation_gain", 4.0, "float", 0.0, 100.0, "experiment",
        "How hard a hot trace region pulls cell weight: a full match at budget share s multiplies the weight by 1 + gain x s.",
-       "Reference default (convention, untested)."),
+       "Reference default (convention, untested).", needs="traces"),
     _k("allocation_tool_weight", 0.6, "float", 0.0, 1.0, "experiment",
-       "Match credit for a cell on a hot region's tool.", "Reference default: the tool matters more than the condition (convention)."),
+       "Match credit for a cell on a hot region's tool.", "Reference default: the tool matters more than the condition (convention).",
+       needs="traces"),
     _k("allocation_condition_weight", 0.4, "float", 0.0, 1.0, "experiment",
-       "Match credit for a cell on a hot region's tool condition.", "Reference default; with the tool weight it sums to 1."),
+       "Match credit for a cell on a hot region's tool condition.", "Reference default; with the tool weight it sums to 1.",
+       needs="traces"),
     _k("gap_weight", 0.7, "float", 0.0, 1.0, "experiment",
        "Share of a region's behaviour value from its gap score; the rest from its failure rate.",
-       "Reference default (convention, untested)."),
+       "Reference default (convention, untested).", needs="repeated_cells"),
     _k("adaptive_verify_explore_floor", 0.55, "float", 0.0, 1.0, "experiment",
        "Under mode='adaptive', an explore share below this re-rolls a prompt to peek for a different outcome.",
-       "Reference default: verify only once the run is mostly exploring (convention)."),
-    _k("tier_mix_min_rows", 20, "int", 1, _BIG, "experiment",
+       "Reference default: verify only once the run is mostly exploring (convention).", needs="adaptive"),
+    _k("tier_mix_min_rows", 200, "int", 1, _BIG, "experiment",
        "Rows before the drawn difficulty mix is compared with hard_share.",
-       "Below 20 rows a tier share has a binomial sd above 0.1, the tolerance itself."),
-    _k("tier_mix_tolerance", 0.1, "float", 0.0, 1.0, "experiment",
-       "How far below the asked hard share the drawn share may land before the run says so.",
-       "Reference default: the sd of a share near 0.4 over 24 rows is 0.1."),
+       "Each group is drawn whole from one tier class, so the drawn share moves in steps of n x k rows: "
+       "sft's 12-row groups keep it within 6 / rows of the asked share, 0.03 from 200 rows on. The reference's 20 "
+       "compared a random draw, not a steered one."),
+    _k("tier_mix_tolerance", 0.05, "float", 0.0, 1.0, "experiment",
+       "How far from the asked hard share (either side) the drawn share may land before the run says so.",
+       "The steered mix lands within 0.03 from 200 rows on when both tier classes have situations left "
+       "(benchmarks/bench_engine.py), so a miss of 0.05 means a class ran out; the reference's 0.1 was a random draw's sd."),
     _k("stop_grace", 5.0, "float", 0.0, 3600.0, "experiment",
        "Seconds to wait for running rollouts after a stop; queued ones are cancelled, still-running ones are reported as rollouts_abandoned.",
        "Reference default: long enough for a typical completion to land, short enough for an interactive stop.",
@@ -158,12 +182,14 @@ _SPECS: tuple[KnobSpec, ...] = (
        "Reference default (convention)."),
     _k("writer_idle_rounds_to_rest", 2, "int", 1, 10_000, "engine",
        "Idle rounds after which a plain run (not unique, no clock) stops planning fresh prompts and re-uses the pool.",
-       "Reference default (convention)."),
+       _COMPAT + "plans every round afresh from the grid: there is no wave to rest, and empty rounds go to the restart rule "
+       "(writer_idle_rounds_to_restart, empty_rounds_to_stop).", used=False),
     _k("restart_avoid_window", 8, "int", 0, 10_000, "engine",
        "Used asks handed to a restarted writer as avoid pressure.",
        _COMPAT + "takes no avoid list (it never repeats a (situation, variant) draw anyway).", used=False),
     _k("rows_per_extra_restart", 100, "int", 1, _BIG, "engine",
-       "One extra writer restart per this many budgeted rows, above the base allowance of 24.",
+       "One extra writer restart per this many budgeted rows, above the base allowance of 24: once the run has restarted "
+       "max(24, budget // rows_per_extra_restart) times, the next restart stops it as writer_exhausted.",
        "Reference: max restarts = max(24, budget // 100)."),
     _k("dead_agent_errors", 16, "int", 1, _BIG, "engine",
        "Lost rollouts with no row landed before an agent that fails every call is called off (or dead_agent_budget_multiple x budget, whichever is larger).",
@@ -195,18 +221,18 @@ _SPECS: tuple[KnobSpec, ...] = (
     _k("scene_join_clocked_s", 1.0, "float", 0.0, 600.0, "engine",
        "The same wait under a clock.", "Kept for config compatibility; no scene-brief thread.", used=False),
     _k("writer_buffer_waves", 2, "int", 1, 1000, "engine",
-       "Rounds of planned prompts kept ahead of the rollouts (streaming mode): the planner writes a new round when fewer than this many rounds of work are queued.",
-       "Reference default: one round running, one ready."),
+       "Waves of prompts kept in the pipe ahead of the rollouts.",
+       _COMPAT + "writes no background waves: streaming refills when the queue is low (pool_low_* knobs).", used=False),
     _k("writer_buffer_cap", 96, "int", 1, 100_000, "engine",
-       "The most candidate prompts one round plans (before selection picks the round's batch).",
-       "Reference default; equals select_oversample x per_round at the defaults."),
+       "The most prompts the writer buffer plans for.",
+       _COMPAT + "keeps no buffer: a round writes per_round x select_oversample candidates and selection picks from them.", used=False),
     _k("writer_typical_completions", 3, "int", 1, 100, "engine",
        "Phrasings written per candidate situation card, among which selection picks the most novel.",
        "Reference default (completions per card)."),
     _k("writer_concurrency", 8, "int", 1, 256, "engine",
        "Model-writer calls in flight at once while a round is planned (simulator='<spec>'); the template writer ignores it.",
        "Ours (the reference writes in background waves). Eight overlapping cards make a round cost about one card's "
-       "latency per 8 situations, within common hosted rate limits (convention, untested against a real quota)."),
+       "latency per 8 situations, within common hosted rate limits (convention, untested against a real quota).", needs="model_writer"),
     _k("pool_low_floor", 16, "int", 0, 100_000, "engine",
        "Streaming mode plans the next round when fewer than max(pool_low_floor, min(pool_low_cap, concurrency / pool_low_flight_divisor)) prompts are queued.",
        "Reference default."),
@@ -214,12 +240,12 @@ _SPECS: tuple[KnobSpec, ...] = (
     _k("pool_low_flight_divisor", 4, "int", 1, 10_000, "engine", "See pool_low_floor.", "Reference default."),
     _k("offline_topup_multiple", 2, "int", 1, 1000, "engine",
        "The template writer tops up its candidate pool under this many rounds of eligible prompts.",
-       "Reference default."),
+       _COMPAT + "keeps no pool of eligible prompts to top up: each round writes its own candidates.", used=False),
     _k("offline_bounce_limit", 20, "int", 0, 10_000, "engine",
        "Extra template rounds (rotated writer seeds) tried before a short round is accepted.",
-       "Reference default."),
+       _COMPAT + "accepts a short round as it is; an empty one counts toward the restart rule, which rotates the seed.", used=False),
     _k("offline_bounce_stride", 17, "int", 1, _BIG, "engine",
-       "Seed step between those rounds.", "Reference default; a prime so strides do not cycle with other seed steps."),
+       "Seed step between those rounds.", _COMPAT + "tries no bounce rounds (see offline_bounce_limit).", used=False),
     _k("restart_seed_stride", 997, "int", 1, _BIG, "engine",
        "Writer-seed step per restart, so restarted draws reuse no earlier round's seed.",
        "Reference default; a prime larger than any bounce sequence (20 x 17 = 340)."),
@@ -233,10 +259,10 @@ _SPECS: tuple[KnobSpec, ...] = (
        "A round plans at least this many prompts (unless the budget left is smaller).", "Reference default."),
     _k("tokens_per_card", 130, "int", 1, 1_000_000, "engine",
        "A wave's reply budget is clamp(tokens_per_card x cards + wave_tokens_base, wave_tokens_floor, wave_tokens_cap).",
-       _MODEL_WRITER_BUDGET),
-    _k("wave_tokens_base", 128, "int", 0, 1_000_000, "engine", "See tokens_per_card.", _MODEL_WRITER_BUDGET),
-    _k("wave_tokens_floor", 256, "int", 1, 1_000_000, "engine", "See tokens_per_card.", _MODEL_WRITER_BUDGET),
-    _k("wave_tokens_cap", 2048, "int", 1, 1_000_000, "engine", "See tokens_per_card.", _MODEL_WRITER_BUDGET),
+       _MODEL_WRITER_BUDGET, needs="model_writer"),
+    _k("wave_tokens_base", 128, "int", 0, 1_000_000, "engine", "See tokens_per_card.", _MODEL_WRITER_BUDGET, needs="model_writer"),
+    _k("wave_tokens_floor", 256, "int", 1, 1_000_000, "engine", "See tokens_per_card.", _MODEL_WRITER_BUDGET, needs="model_writer"),
+    _k("wave_tokens_cap", 2048, "int", 1, 1_000_000, "engine", "See tokens_per_card.", _MODEL_WRITER_BUDGET, needs="model_writer"),
     _k("failing_seeds_cap", 40, "int", 0, 100_000, "engine",
        "Failing asks mined from traces= that seed the run.", "Reference default."),
     _k("select_oversample", 3, "int", 1, 100, "engine",
@@ -256,13 +282,15 @@ _SPECS: tuple[KnobSpec, ...] = (
        _COMPAT + "takes no avoid list.", used=False),
     _k("region_novelty_smoothing", 0.5, "float", 0.0, 1.0, "engine",
        "Weight on the newest novelty score in a region's running novelty (exponential moving average).",
-       "Reference default."),
+       "Reference default.", needs="repeated_cells"),
     _k("gap_min_rows", 3, "int", 1, 100_000, "engine",
-       "Rows a region needs before one signature counts as stuck.", "Reference default."),
+       "Rows a region needs before one signature counts as stuck.", "Reference default.", needs="repeated_cells"),
     _k("gap_rich_signatures", 3, "int", 1, 100_000, "engine",
-       "Distinct behaviour signatures at which a region counts as explored.", "Reference default."),
-    _k("gap_value_stuck", 1.0, "float", 0.0, 10.0, "engine", "Behaviour-gap score of a stuck region.", "Reference default."),
-    _k("gap_value_rich", 0.2, "float", 0.0, 10.0, "engine", "Behaviour-gap score of an explored region.", "Reference default."),
+       "Distinct behaviour signatures at which a region counts as explored.", "Reference default.", needs="repeated_cells"),
+    _k("gap_value_stuck", 1.0, "float", 0.0, 10.0, "engine", "Behaviour-gap score of a stuck region.", "Reference default.",
+       needs="repeated_cells"),
+    _k("gap_value_rich", 0.2, "float", 0.0, 10.0, "engine", "Behaviour-gap score of an explored region.", "Reference default.",
+       needs="repeated_cells"),
     _k("gap_value_unknown", 0.5, "float", 0.0, 10.0, "engine",
        "Behaviour-gap score (and starting novelty) of an undecided region.", "Reference default: halfway between rich and stuck."),
     _k("short_share_floor", 0.08, "float", 0.0, 1.0, "engine",
@@ -276,11 +304,13 @@ _SPECS: tuple[KnobSpec, ...] = (
        "Reference default."),
     _k("followup_starved_divisor", 4, "int", 1, 100_000, "engine", "See followup_starved_min.", "Reference default."),
     _k("semantic_duplicate_novelty", 0.05, "float", 0.0, 1.0, "engine",
-       "A row under this novelty (cosine distance to everything run before) counts as a duplicate.",
+       "A row under this novelty (cosine distance to everything run before) counts as a semantic duplicate: "
+       "report()['semantic_duplicates'] counts them, and a run where they are over a quarter of the rows says so.",
        "Reference default."),
     _k("idle_judge_share", 0.1, "float", 0.0, 1.0, "engine",
        "An rl run whose rounds found no group to fill for more than this share of rounds gets the add-situations note.",
-       "Reference default (there: share of time idle on verdicts; our grader runs inside the rollout task, so we count rounds)."),
+       "Reference default (there: share of time idle on verdicts; our grader runs inside the rollout task, so we count rounds).",
+       needs="successive"),
     _k("progress_every_s", 10.0, "float", 0.0, 86_400.0, "engine",
        "Never more than this long between progress events (on_progress, .progress.json).", "Reference default."),
     _k("progress_every_rows", 10, "int", 1, _BIG, "engine",
@@ -295,13 +325,16 @@ _SPECS: tuple[KnobSpec, ...] = (
        source="toolkit"),
     _k("probe", 2, "int", 1, 1000, "engine",
        "Rollouts a group gets before rl's successive allocation decides whether to fill it to k.",
-       "Reference: two rollouts are the fewest that can disagree.", source="toolkit"),
+       "Reference: two rollouts are the fewest that can disagree.", source="toolkit", needs="successive"),
     _k("copies_needed", 5, "int", 1, 100_000, "engine",
-       "until='saturation' stops once every planned grid cell has this many rows.", "Reference default.", source="toolkit"),
+       "until='saturation' stops once every planned grid cell has this many rows.", "Reference default.", source="toolkit",
+       needs="saturation"),
     _k("saturation_fresh_share", 0.02, "float", 0.0, 1.0, "engine",
-       "A batch is flat when (new signatures + new cells) per row is under this share.", "Reference default.", source="toolkit"),
+       "A batch is flat when (new signatures + new cells) per row is under this share.", "Reference default.", source="toolkit",
+       needs="saturation"),
     _k("saturation_flat_batches", 12, "int", 1, 100_000, "engine",
-       "Flat batches in a row that count as a plateau (until='saturation' stops).", "Reference default.", source="toolkit"),
+       "Flat batches in a row that count as a plateau (until='saturation' stops).", "Reference default.", source="toolkit",
+       needs="saturation"),
     _k("hard_row_cap", 50_000, "int", 1, _BIG, "engine",
        "Row cap when budget=None (saturation-bounded runs).", "Reference default.", source="toolkit"),
     _k("mutate_failures", True, "bool", None, None, "engine",
@@ -531,8 +564,9 @@ def knob_table_markdown(table: str) -> str:
     Returns
     -------
     str
-        The markdown table, one line per knob, ending with a newline. Knobs the offline
-        engine does not read are marked *(not used offline)*.
+        The markdown table, one line per knob, ending with a newline. Knobs with no
+        mechanism here are marked *(no effect ...)*, knobs that act only on part of a run
+        (:attr:`KnobSpec.needs`) say which.
 
     Raises
     ------
@@ -548,7 +582,9 @@ def knob_table_markdown(table: str) -> str:
             bounds = f"{spec.lo!r} .. {hi}"
         else:
             bounds = spec.kind
-        meaning = spec.meaning + ("" if spec.used else " *(not used offline)*")
+        meaning = spec.meaning + ("" if spec.used else " *(no effect: no such mechanism here; passing it warns)*")
+        if spec.needs:
+            meaning += f" *(acts only with {KNOB_NEEDS[spec.needs]})*"
         cells = [f"`{spec.name}`", f"`{_default_text(spec)}`", bounds, meaning, spec.reason]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines) + "\n"

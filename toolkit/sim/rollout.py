@@ -9,14 +9,24 @@ world's fault ledger, how the conversation ended, usage, timing, the planted-mis
 list, log-probabilities when asked, and the policy's identity.
 
 Lost rollouts (docs/design/engine.md §2.4, docs/design/engine.md §9 item 3). A reply that cannot be graded is never
-silently dropped and never crashes the caller: a non-dict reply (``bad_reply``), tool arguments
-that are not a JSON object (``bad_tool_arguments``), neither text nor tool calls
+silently dropped and never crashes the caller: a reply whose values are unusable
+(``bad_reply``: a message-shaped ``final_text`` of None, a chat tool call without a name), tool
+arguments that are not a JSON object (``bad_tool_arguments``), neither text nor tool calls
 (``empty_reply``), raw tool-call markup in the visible text (``tool_markup``), an agent that
-raises (``agent_error``) or does not answer within ``timeout`` seconds (``timeout``) end the
-rollout as LOST: ``on_lost="return"`` (default) returns the partial row with ``ended_by="lost"``,
-``lost_reason`` and ``lost_detail``; ``on_lost="raise"`` raises :class:`LostRollout` carrying
-the same row. The caller (the engine) decides whether to re-roll; survivors of re-rolls are not
-missing at random, which is why the reason is kept.
+raises (``agent_error``) or does not answer within ``timeout`` seconds (``timeout``), and a
+model backend whose server never answered at all (``server_unreachable``: refused, or silent
+for its whole timeout, on first contact) end the rollout as LOST: ``on_lost="return"``
+(default) returns the partial row with ``ended_by="lost"``, ``lost_reason`` and
+``lost_detail``; ``on_lost="raise"`` raises :class:`LostRollout` carrying the same row. The
+caller (the engine) decides whether to re-roll; survivors of re-rolls are not missing at
+random, which is why the reason is kept.
+
+Replies of an impossible type are not lost rollouts. A reply whose Python type no reply of
+the agent's shape can have (None, a number, a list, an SDK object, a dict with none of the
+shape's keys: :mod:`toolkit.agents._protocol` draws the line) is a bug in the agent's code
+that every rollout would repeat, so :class:`~toolkit.errors.AgentReplyError` is raised on
+the first one, whatever ``on_lost`` says. A message-shaped agent's plain ``str`` is accepted
+as its final text; its text step carries ``plain_text_reply: True``.
 
 A message-shaped agent's step that cannot be a row step (not a dict, no ``user`` / ``tool`` /
 ``text``, arguments that are not an object) never costs the row: it is set aside in
@@ -51,17 +61,18 @@ from typing import Any
 
 from toolkit._util.hashing import sha256_hex
 from toolkit.agents import SeededAgent, agent_shape, resolve_agent
-from toolkit.agents._protocol import BadReply, TurnContext, _turn_context, has_tool_markup, normalize_reply
-from toolkit.errors import ConfigError, LostRollout, ToolkitError
+from toolkit.agents._protocol import BadReply, TurnContext, _turn_context, check_message_reply, has_tool_markup, normalize_reply
+from toolkit.errors import AgentReplyError, ConfigError, LostRollout, ToolkitError
 from toolkit.rows import messages_from_steps, validate_row
 from toolkit.sim.user import SimulatedUser
 from toolkit.situations import world_for
 from toolkit.world import World, normalize_tools, rollout_context
 
-__all__ = ["run_rollout", "LostRollout", "LOST_REASONS", "ENDED_BY"]
+__all__ = ["run_rollout", "LostRollout", "AgentReplyError", "LOST_REASONS", "ENDED_BY"]
 
-#: Why a rollout can be lost.
-LOST_REASONS = ("agent_error", "bad_reply", "bad_tool_arguments", "empty_reply", "tool_markup", "timeout")
+#: Why a rollout can be lost. ``server_unreachable``: a model backend's server never answered
+#: (:attr:`toolkit.errors.BackendError.first_contact`); no later rollout will fare better.
+LOST_REASONS = ("agent_error", "bad_reply", "bad_tool_arguments", "empty_reply", "tool_markup", "timeout", "server_unreachable")
 #: How a rollout can end.
 ENDED_BY = ("agent_done", "user_left", "turn_cap", "lost")
 
@@ -278,6 +289,16 @@ def run_rollout(
     ------
     ConfigError
         An option out of range, or a ``world``, ``user`` or ``situation`` of the wrong kind.
+    AgentReplyError
+        On the agent's first reply of an impossible type, whatever ``on_lost`` says. Message
+        shape: not a ``str`` or a dict, a dict with neither ``final_text`` nor ``steps``, or a
+        ``final_text`` that is neither a ``str`` nor None. Chat shape: not a ``str`` or a dict
+        (None, a number, a list, an SDK object), a dict with neither ``content`` nor
+        ``tool_calls``, a ``content`` not a ``str`` / None / list of parts, a ``tool_calls``
+        not a list, or a tool call not a dict. Right types with unusable values (empty text,
+        a message-shaped ``final_text`` of None, tool arguments that are not JSON, a
+        nameless tool call) lose the rollout instead: a real model produces those now and
+        then, and a re-roll may fare better.
     LostRollout
         With ``on_lost="raise"``, when the rollout is lost.
     """
@@ -369,6 +390,16 @@ class _Run:
         self.lost_detail = detail
         self.lost_exception = exception
 
+    def lose_timeout(self, error: _AgentTimeout) -> None:
+        """Lose the rollout to our own wait running out: ``timeout``, or ``server_unreachable``
+        when the agent is a model backend whose server has never answered it. The two timers
+        often end together (simulate(timeout=) sets both), and which one fires first must not
+        decide how the loss is named."""
+        if getattr(self.agent, "server_answered", None) is False:
+            where = getattr(self.agent, "server_url", None) or "the model server"
+            return self.lose("server_unreachable", f"{where}: {error}; the server has never answered this backend", error)
+        return self.lose("timeout", str(error), error)
+
     def call_agent(self, *args: Any) -> Any:
         turn = len(self.turn_logprobs)
         context = TurnContext(
@@ -434,15 +465,15 @@ class _Run:
 
     def run_message(self) -> None:
         try:
-            result = self.call_agent(self.prompt)
+            raw = self.call_agent(self.prompt)
         except _AgentTimeout as error:
-            return self.lose("timeout", str(error), error)
+            return self.lose_timeout(error)
         except Exception as error:
             return self.lose(_reason_of(error), f"{type(error).__name__}: {error}", error)
         self.turn_logprobs.append(None)
         self.turn_tokens.append(None)
-        if not isinstance(result, Mapping):
-            return self.lose("bad_reply", f"a message-shaped agent must return a dict with 'steps' and 'final_text', got {type(result).__name__}")
+        # an impossible type raises AgentReplyError here, out of the rollout (not a lost row)
+        result, plain = check_message_reply(raw, agent=_agent_label(self.agent))
         steps, final_text = result.get("steps", []), result.get("final_text")
         if steps is None:
             steps = []
@@ -469,7 +500,11 @@ class _Run:
             return self.lose("agent_error", final_text[:200])
         if has_tool_markup(final_text):
             return self.lose("tool_markup", "final_text contains raw tool-call markup or a dumped tool schema")
-        if not self.steps or self.steps[-1].get("text") != final_text:
+        if plain:
+            # a bare str was taken as the final text: the row says so, since the agent gave
+            # no steps and no other field to tell it from a dict reply
+            self.steps.append({"text": final_text, "plain_text_reply": True})
+        elif not self.steps or self.steps[-1].get("text") != final_text:
             self.steps.append({"text": final_text})
         self.final_text = final_text
 
@@ -509,11 +544,12 @@ class _Run:
             try:
                 raw = self.call_agent([dict(m) for m in messages], [dict(t) for t in tool_payload])
             except _AgentTimeout as error:
-                return self.lose("timeout", str(error), error)
+                return self.lose_timeout(error)
             except Exception as error:
                 return self.lose(_reason_of(error), f"{type(error).__name__}: {error}", error)
             try:
-                reply = normalize_reply(raw, call_id_prefix=f"call_{turn}")
+                # an impossible type raises AgentReplyError out of the rollout (not a lost row)
+                reply = normalize_reply(raw, call_id_prefix=f"call_{turn}", agent=_agent_label(self.agent))
             except BadReply as error:
                 return self.lose(error.reason, error.detail)
             content = reply["content"]
@@ -644,8 +680,19 @@ class _Run:
 
 
 def _reason_of(error: BaseException) -> str:
-    # A model backend that gave up waiting (BackendError status "timeout") is a timeout too.
-    return "timeout" if getattr(error, "status", None) == "timeout" else "agent_error"
+    status = getattr(error, "status", None)
+    if getattr(error, "first_contact", False) is True and status in ("connection", "timeout"):
+        # A model backend whose server never answered at all (BackendError.first_contact):
+        # named apart from a live server's timeout, since no re-roll can fare better.
+        return "server_unreachable"
+    # A model backend that gave up waiting on a live server is a timeout too.
+    return "timeout" if status == "timeout" else "agent_error"
+
+
+def _agent_label(agent: Any) -> str:
+    """The name an AgentReplyError gives the agent: the wrapped callable's qualified name."""
+    inner = getattr(agent, "__wrapped__", agent)
+    return str(getattr(inner, "__qualname__", None) or type(inner).__name__)
 
 
 def _printable(value: Any) -> Any:

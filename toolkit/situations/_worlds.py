@@ -1,15 +1,17 @@
-"""A situation's world: its fault plan (kept at ``fault_rate`` per prompt) and a fresh :class:`~toolkit.world.World` for one rollout.
+"""A situation's world: its fault plan (``fault_rate`` of its tool calls broken) and a fresh :class:`~toolkit.world.World` for one rollout.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import math
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from toolkit._util.hashing import stable_uniform
 from toolkit.errors import ConfigError
 from toolkit.situations.grid import Situation
 from toolkit.world._world import _CONDITION_ALIASES, World, WorldOptions
+from toolkit.world.faults import FAULT_MODES
 
 __all__ = ["fault_plan_for", "kept_fault_plan", "world_for"]
 
@@ -32,12 +34,22 @@ def _condition_of(situation: Any) -> tuple[str | None, str]:
     return dimensions.get("tool_condition"), str(identity)
 
 
-def fault_plan_for(situation: Any, *, fault_rate: float, seed: int = 0, key: str = "") -> dict[str, Any]:
-    """The fault plan one prompt of a situation runs under.
+def fault_plan_for(
+    situation: Any, *, fault_rate: float, seed: int = 0, key: str = "", modes: Sequence[str] = FAULT_MODES
+) -> dict[str, Any]:
+    """The fault plan one prompt of a situation runs under: ``fault_rate`` of its tool calls break.
 
-    Condition "success" (or none) -> ``{}``; a fault mode m -> ``{"*": {"mode": m}}`` when
-    kept. The plan is kept iff ``stable_uniform("fault-keep", seed, situation id, key) <
-    fault_rate`` (a hash draw, so thread timing cannot change it).
+    ``fault_rate`` is the share of tool calls broken, in every situation: 0 gives ``{}``;
+    otherwise ``{"*": {"mode": m, "rate": fault_rate, "phase": u}}``, under which the world
+    breaks the i-th tool call iff ``floor((i + 1) * rate + u) > floor(i * rate + u)``
+    (:class:`~toolkit.world.World`). That even spread breaks ``rate x calls`` of a rollout's
+    calls to within one, so over a run the realised share is the rate up to about one call
+    per rollout, where independent draws per call would add binomial noise (sd 0.022 over
+    500 calls at 0.5). The phase ``u = stable_uniform("fault-phase", seed, situation id, key)``
+    is a hash draw, so thread timing cannot change it and every rollout of one prompt (same
+    ``key``) meets the same schedule. The mode ``m`` is the situation's ``tool_condition``;
+    a ``"success"`` situation (or one with no condition) breaks with a mode drawn from
+    ``modes`` by the same hash, so that at rate 1 every call breaks.
 
     Parameters
     ----------
@@ -46,30 +58,39 @@ def fault_plan_for(situation: Any, *, fault_rate: float, seed: int = 0, key: str
         Situation with these dimensions has), or a tool-condition name (the name is then the
         identity). The aliases ``malformed_result`` / ``stale_result`` are accepted.
     fault_rate : float
-        Chance in [0, 1] that the plan is kept for this prompt: 0 never keeps a fault, 1
-        always does. Required (keyword only).
+        Share in [0, 1] of the prompt's tool calls that break: 0 none, 1 every one. Required
+        (keyword only).
     seed : int
-        Seed of the keep draw. Default 0.
+        Seed of the phase and mode draws. Default 0.
     key : str
-        Extra identity of the draw: the prompt text, so every rollout of one prompt agrees.
+        Extra identity of the draws: the prompt text, so every rollout of one prompt agrees.
         Default ``""``.
+    modes : sequence of str
+        The modes a ``"success"`` situation's broken calls are drawn from. Default
+        :data:`toolkit.world.FAULT_MODES` (the engine passes the world's own
+        ``WorldOptions.mode_names``, registered modes included).
 
     Returns
     -------
     dict
-        ``{}`` (no fault) or ``{"*": {"mode": m}}``.
+        ``{}`` (no fault) or ``{"*": {"mode": m, "rate": fault_rate, "phase": u}}``.
 
     Raises
     ------
     ConfigError
-        If ``fault_rate`` is not a number in [0, 1], or ``situation`` is of another type.
+        If ``fault_rate`` is not a number in [0, 1], ``modes`` is empty, or ``situation`` is
+        of another type.
     """
     if isinstance(fault_rate, bool) or not isinstance(fault_rate, (int, float)) or not 0.0 <= fault_rate <= 1.0:
         raise ConfigError(f"fault_rate must be a number in [0, 1], got {fault_rate!r}")
-    return kept_fault_plan(situation, fault_rate=float(fault_rate), seed=seed, key=key)
+    if not modes:
+        raise ConfigError("modes must name at least one fault mode")
+    return kept_fault_plan(situation, fault_rate=float(fault_rate), seed=seed, key=key, modes=modes)
 
 
-def kept_fault_plan(situation: Any, *, fault_rate: float, seed: int = 0, key: str = "") -> dict[str, Any]:
+def kept_fault_plan(
+    situation: Any, *, fault_rate: float, seed: int = 0, key: str = "", modes: Sequence[str] = FAULT_MODES
+) -> dict[str, Any]:
     """:func:`fault_plan_for` without re-checking ``fault_rate`` (the engine's path: the run's
     rate was checked once, when :class:`toolkit.sim.SimulateConfig` was built).
 
@@ -78,25 +99,30 @@ def kept_fault_plan(situation: Any, *, fault_rate: float, seed: int = 0, key: st
     situation : Situation, mapping, str or None
         As in :func:`fault_plan_for`.
     fault_rate : float
-        Chance that the plan is kept, assumed already checked to be in [0, 1]; at or below 0
-        no fault is kept. Required (keyword only).
+        Share of tool calls that break, assumed already checked to be in [0, 1]; at or below
+        0 no call breaks. Required (keyword only).
     seed : int
-        Seed of the keep draw. Default 0.
+        Seed of the phase and mode draws. Default 0.
     key : str
-        Extra identity of the draw (the prompt text). Default ``""``.
+        Extra identity of the draws (the prompt text). Default ``""``.
+    modes : sequence of str
+        The modes of a ``"success"`` situation's broken calls. Default
+        :data:`toolkit.world.FAULT_MODES`.
 
     Returns
     -------
     dict
-        ``{}`` (no fault) or ``{"*": {"mode": m}}``.
+        ``{}`` (no fault) or ``{"*": {"mode": m, "rate": fault_rate, "phase": u}}``.
     """
+    if fault_rate <= 0.0:
+        return {}
     condition, identity = _condition_of(situation)
     condition = _CONDITION_ALIASES.get(condition, condition)
     if condition in (None, "success", "None", "unspecified"):
-        return {}
-    if fault_rate <= 0.0 or stable_uniform("fault-keep", seed, identity, key) >= fault_rate:
-        return {}
-    return {"*": {"mode": condition}}
+        modes = tuple(modes)
+        condition = modes[min(len(modes) - 1, int(stable_uniform("fault-mode", seed, identity, key) * len(modes)))]
+    phase = stable_uniform("fault-phase", seed, identity, key)
+    return {"*": {"mode": condition, "rate": float(fault_rate), "phase": min(phase, math.nextafter(1.0, 0.0))}}
 
 
 def world_for(
@@ -110,7 +136,7 @@ def world_for(
     execute: Callable[[str, dict], Any] | None = None,
 ) -> World:
     """A fresh :class:`World` for one rollout of ``situation`` (its world_state, and its
-    fault plan kept at ``fault_rate`` as :func:`fault_plan_for` decides).
+    fault plan at ``fault_rate`` as :func:`fault_plan_for` builds it).
 
     Parameters
     ----------
@@ -120,8 +146,8 @@ def world_for(
     tools : any
         The agent's tools, anything :func:`toolkit.world.normalize_tools` accepts.
     fault_rate : float
-        Chance in [0, 1] that the situation's fault plan is kept. Default 0.5. Not used (nor
-        checked) when ``execute`` is given.
+        Share in [0, 1] of the rollout's tool calls that break (:func:`fault_plan_for`).
+        Default 0.5. Not used (nor checked) when ``execute`` is given.
     seed : int
         Seed of both the keep draw and the :class:`World`. Default 0.
     key : str
@@ -146,7 +172,8 @@ def world_for(
     """
     dimensions = getattr(situation, "dimensions", situation) or {}
     state = dimensions.get("world_state") if isinstance(dimensions, Mapping) else None
-    plan = {} if execute is not None else fault_plan_for(situation, fault_rate=fault_rate, seed=seed, key=key)
-    return World(tools, options=options, seed=seed, world_state=state, fault_plan=plan, execute=execute)
+    world_options = options if isinstance(options, WorldOptions) else WorldOptions.from_dict(options)
+    plan = {} if execute is not None else fault_plan_for(situation, fault_rate=fault_rate, seed=seed, key=key, modes=world_options.mode_names)
+    return World(tools, options=world_options, seed=seed, world_state=state, fault_plan=plan, execute=execute)
 
 

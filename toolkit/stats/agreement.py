@@ -133,7 +133,9 @@ def wilson(successes: int, n: int, level: float = 0.95) -> WilsonInterval:
     denominator = 1.0 + z2 / n
     center = (p + z2 / (2.0 * n)) / denominator
     half = z * math.sqrt(p * (1.0 - p) / n + z2 / (4.0 * n * n)) / denominator
-    return WilsonInterval(max(0.0, center - half), min(1.0, center + half), p, successes, n, float(level))
+    # At p = 0 (or 1) center - half is 0 (or 1) in exact arithmetic but can round to 1e-17 past
+    # it (wilson(0, 24) gave low = 1.4e-17 > p), so the bounds are clamped to hold the estimate.
+    return WilsonInterval(max(0.0, min(p, center - half)), min(1.0, max(p, center + half)), p, successes, n, float(level))
 
 
 # --------------------------------------------------------------------------- agreement

@@ -23,7 +23,12 @@ Differences from the systems we studied (docs/design/engine.md §6.1, docs/desig
   10,000 resamples by default where the engine used 2000); the k-way intervals resample
   the per-task estimates of the k-eligible tasks.
 * Degenerate grading is announced before any number: when every graded row has one
-  value the note starts "every row scored X (n of n); check the judge" (docs/design/engine.md §9.1).
+  value the note starts "every row scored X (n of n); check the judge" (docs/design/engine.md §9.1),
+  and the same sentence is in ``warnings`` and starts the printed line.
+* No usable reward is a result too, never a bare None: every number is None and the note
+  counts why ("no row has a usable reward: 20 rows, 20 grader errors (error 20; first:
+  ZeroDivisionError: ...)"); the printed line says it.
+* At k = 1, pass^1 and pass@1 are pass@1 itself: the printed line shows the number once.
 """
 
 from __future__ import annotations
@@ -351,7 +356,10 @@ class PassAt(Result):
     ``n_skipped`` (rows whose reward is present but not exactly 0/1: bool, text, partial,
     NaN), ``n_ungraded`` (rows without a reward), ``per_task`` (task -> c/n), ``counts``
     (task -> (c, n)), ``note`` (why a number is missing, and what to do), ``config``
-    (:func:`run_config`), ``level``. Intervals are ``(low, high)`` tuples or ``None``.
+    (:func:`run_config`), ``level``, ``warnings`` (what must be read before the numbers: a
+    judge that scored every row alike; ``str()`` starts with them). Intervals are
+    ``(low, high)`` tuples or ``None``. No usable reward gives every number None and a note
+    saying why; ``str()`` then reads ``pass@1 n/a (0 groups): <note>``.
     """
 
     k: int | None
@@ -375,18 +383,24 @@ class PassAt(Result):
     level: float = 0.95
     n_resamples: int = 10_000
     seed: Any = field(default=0, repr=False)
+    warnings: tuple[str, ...] = ()
 
     def __str__(self) -> str:
+        # what must be read before any number comes first (a judge that scored all alike)
+        head = "".join(f"{warning} | " for warning in self.warnings)
         if self.pass_at_1 is None:
-            return f"pass@1 n/a ({self.n_groups} groups): {self.note}"
+            return f"{head}pass@1 n/a ({self.n_groups} groups): {self.note}"
         k = self.k if self.k is not None else "k"
+        if k == 1:
+            # pass^1 = pass@1 = c/n: one number, printed once (the k-way caveats are in .note)
+            return f"{head}{_format_number('pass@1', self.pass_at_1, self.ci95)} ({self.n_groups} groups, k=1)"
         parts = [
             _format_number("pass@1", self.pass_at_1, self.ci95),
             _format_number(f"pass^{k}", self.pass_pow_k, self.pass_pow_k_ci95),
             _format_number(f"pass@{k}", self.pass_at_k, self.pass_at_k_ci95),
             "headroom n/a" if self.headroom is None else f"headroom {self.headroom:.2f}",
         ]
-        return " | ".join(parts) + f" ({self.n_groups} groups, k={k})"
+        return head + " | ".join(parts) + f" ({self.n_groups} groups, k={k})"
 
     def curve(self, ks: Iterable[int] | None = None, level: float | None = None) -> PassAtCurve:
         """pass@k and pass^k with percentile-bootstrap intervals for each k in ``ks``.
@@ -438,6 +452,44 @@ def _reward_present(row: Mapping[str, Any]) -> bool:
     return any(row.get(name) is not None for name in REWARD_FIELDS)
 
 
+def _present_reward(row: Mapping[str, Any]) -> Any:
+    return next(row[name] for name in REWARD_FIELDS if row.get(name) is not None)
+
+
+def _plural(count: int, word: str) -> str:
+    return f"{count} {word}" if count == 1 else f"{count} {word}s"
+
+
+# A grader's error text can be a whole traceback; the note quotes the start of the first one.
+_REASON_CHARS = 200
+
+
+def _no_usable_reward_note(
+    n_rows: int, failed_statuses: Counter, failed_reasons: list[str], n_skipped: int, first_skipped: Any, n_ungraded: int
+) -> str:
+    """Why no row can be scored, counted: rows, grader errors (by status, the first reason),
+    rewards that are not exactly 0/1, rows never graded; then what to do."""
+    n_errors = sum(failed_statuses.values())
+    errors = _plural(n_errors, "grader error")
+    if n_errors:
+        statuses = ", ".join(f"{status} {count}" for status, count in sorted(failed_statuses.items()))
+        first = f"; first: {failed_reasons[0][:_REASON_CHARS]}" if failed_reasons else ""
+        errors += f" ({statuses}{first})"
+    parts = [_plural(n_rows, "row"), errors]
+    if n_skipped:
+        parts.append(f"{n_skipped} with a reward that is not exactly 0 or 1 (first: {first_skipped!r:.{_REASON_CHARS}})")
+    never = n_ungraded - n_errors
+    if never:
+        parts.append(f"{never} not graded")
+    if n_errors and n_errors >= n_rows - n_skipped:
+        advice = "fix the grader (or re-run the judge) and grade again"
+    elif n_skipped:
+        advice = "pass@k counts exact 0/1 rewards only: grade with a 0/1 judge, or read tk.stats.metric_summary(rows, 'reward')"
+    else:
+        advice = "grade first: data.grade(judge=...), tk.grade(rows, judge) or simulate(grader=...)"
+    return f"no row has a usable reward: {', '.join(parts)}; {advice}"
+
+
 def pass_at(
     rows: Any,
     k: int | None = None,
@@ -483,6 +535,7 @@ def pass_at(
 
     groups: dict[str, list[int]] = {}
     skipped = ungraded = 0
+    first_skipped: Any = None
     failed_statuses: Counter[str] = Counter()
     failed_reasons: list[str] = []
     for row in rows:
@@ -492,6 +545,8 @@ def pass_at(
             continue
         if _reward_present(row):
             skipped += 1
+            if skipped == 1:
+                first_skipped = _present_reward(row)
         else:
             ungraded += 1
             status = row.get("judge_status")
@@ -505,6 +560,7 @@ def pass_at(
     per_task = {task: c / n for task, (c, n) in counts.items()}
     n_rows = sum(n for _, n in counts.values())
     notes: list[str] = []
+    warnings: list[str] = []
 
     def build(**numbers: Any) -> PassAt:
         defaults = dict(
@@ -515,20 +571,14 @@ def pass_at(
         return PassAt(
             n_groups=len(tasks), n_rows=n_rows, n_skipped=skipped, n_ungraded=ungraded,
             per_task=per_task, counts=counts, note="; ".join(notes) if notes else None,
-            config=config, level=level, n_resamples=n_resamples, seed=seed, **defaults,
+            config=config, level=level, n_resamples=n_resamples, seed=seed, warnings=tuple(warnings), **defaults,
         )
 
     if not rows:
         notes.append("no rows: nothing to score; pass the rows of a run")
         return build()
     if not tasks:
-        if ungraded and failed_statuses and sum(failed_statuses.values()) == ungraded and not skipped:
-            statuses = ", ".join(f"{s}: {c}" for s, c in sorted(failed_statuses.items()))
-            reason = f": {failed_reasons[0]}" if failed_reasons else ""
-            notes.append(f"the judge failed on all {ungraded} rows ({statuses}){reason}; re-run the judge")
-        else:
-            detail = f" ({skipped} row(s) carry a non-0/1 reward)" if skipped else ""
-            notes.append(f"no binary rewards{detail}; grade first")
+        notes.append(_no_usable_reward_note(len(rows), failed_statuses, failed_reasons, skipped, first_skipped, ungraded))
         return build()
 
     # Degenerate grading first: a judge that scores everything alike looks like a clean
@@ -536,9 +586,8 @@ def pass_at(
     all_values = {value for task in tasks for value in groups[task]}
     if n_rows >= 2 and len(all_values) == 1:
         only = all_values.pop()
-        notes.append(
-            f"every row scored {only} ({n_rows} of {n_rows}); check the judge before reading this number"
-        )
+        warnings.append(f"every row scored {only} ({n_rows} of {n_rows}); check the judge before reading this number")
+        notes.append(warnings[-1])
 
     pass_at_1 = _mean(per_task.values())
     ci95 = _interval([per_task[t] for t in tasks], level, n_resamples, seed)

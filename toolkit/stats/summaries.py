@@ -131,7 +131,8 @@ class MetricSummary(Result):
         if self.mean is None:
             return f"{self.metric}: n/a ({self.note})"
         interval = f" [{self.ci95[0]:.3g}..{self.ci95[1]:.3g}]" if self.ci95 else " [no interval]"
-        flag = " DEGENERATE" if self.degenerate else ""
+        # the printed line carries the warning itself ("check the judge"), not only .warnings
+        flag = (" DEGENERATE: " + "; ".join(self.warnings) if self.warnings else " DEGENERATE") if self.degenerate else ""
         return f"{self.metric} {self.mean:.3g}{interval} ({self.n_tasks} tasks, {self.n_rows} rows){flag}"
 
 
@@ -441,7 +442,8 @@ def group_signal(rows: Any, lo: float = 0.2, hi: float = 0.8) -> GroupSignal:
     if not rows:
         note = "no rows"
     elif not grouped:
-        note = "no numeric rewards; grade first"
+        # pass_at counts why (grader errors with the first one, ungraded rows)
+        note = summary.note if summary.pass_at_1 is None and summary.note else "no numeric rewards; grade first"
     elif not repeated:
         note = "every task has one rollout: no group can be mixed; run repeats >= 2"
     return GroupSignal(

@@ -573,7 +573,7 @@ def _normalise_world_state(value: Any) -> str:
     return text
 
 
-_PLAN_KEYS = ("mode", "rate", "on_call")
+_PLAN_KEYS = ("mode", "rate", "on_call", "phase")
 
 
 class World:
@@ -596,8 +596,12 @@ class World:
         ``{"*" or tool name: {"mode", "rate"?, "on_call"?}}`` or ``{"*": "timeout"}``. A tool
         name's entry wins over ``"*"``; ``mode`` defaults to ``options.default_fault_mode``,
         ``rate`` (per call, in [0, 1]) to ``options.per_call_fault_rate``; ``on_call`` is the
-        0-based index (or list of them) among the calls the entry matches. Default None: no
-        faults. Ignored when ``execute`` is given.
+        0-based index (or list of them) among the calls the entry matches. Without ``phase``
+        each call fires independently (a hash draw per tool, arguments and attempt); with
+        ``phase`` (a number in [0, 1)) the entry's i-th matching call fires iff
+        ``floor((i + 1) * rate + phase) > floor(i * rate + phase)``, an even spread that fires
+        on ``rate * calls`` of them to within one (how ``simulate(fault_rate=)`` delivers its
+        share). Default None: no faults. Ignored when ``execute`` is given.
     execute : callable, optional
         The user's own world, ``execute(tool_name, arguments) -> result``: every call is
         handed to it (no fault plan applies); an exception it raises is returned as an
@@ -677,7 +681,14 @@ class World:
                 ):
                     raise ConfigError(f"fault_plan[{key!r}]['on_call'] must be a call index >= 0 or a list of them")
                 on_call = sorted(set(calls))
-            resolved[key] = {"mode": mode, "rate": float(rate)} | ({"on_call": on_call} if on_call is not None else {})
+            phase = entry.get("phase")
+            if phase is not None and (isinstance(phase, bool) or not isinstance(phase, (int, float)) or not 0.0 <= phase < 1.0):
+                raise ConfigError(f"fault_plan[{key!r}]['phase'] must be a number in [0, 1), got {phase!r}")
+            resolved[key] = (
+                {"mode": mode, "rate": float(rate)}
+                | ({"on_call": on_call} if on_call is not None else {})
+                | ({"phase": float(phase)} if phase is not None else {})
+            )
         return resolved
 
     # -- public views -------------------------------------------------------------------
@@ -771,7 +782,11 @@ class World:
         self._attempts[attempt_key] = attempt + 1
         if "on_call" in entry and ordinal not in entry["on_call"]:
             return None
-        if entry["rate"] < 1.0 and stable_uniform("fault", self.seed, tool.name, arguments, attempt) >= entry["rate"]:
+        if "phase" in entry:
+            rate, phase = entry["rate"], entry["phase"]
+            if math.floor((ordinal + 1) * rate + phase) <= math.floor(ordinal * rate + phase):
+                return None
+        elif entry["rate"] < 1.0 and stable_uniform("fault", self.seed, tool.name, arguments, attempt) >= entry["rate"]:
             return None
         mode = entry["mode"]
         call = FaultCall(
