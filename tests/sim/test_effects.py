@@ -786,9 +786,6 @@ EFFECTS: list[Effect] = [
       base={**STARVED, "advanced": {"followup_starved_min": 1}}),
     E("semantic_duplicate_novelty", 0.0, 1.0, warned("semantic duplicates"), "<",
       "rows under this novelty are semantic duplicates; over a quarter of the rows says so", base={"budget": 20, **FAST}),
-    E("idle_judge_share", 0.0, 1.0, warned("rounds had no split group to fill"), ">",
-      "an rl run with more rounds than this share without a group to fill gets the add-situations note",
-      base=_rl_unanimous({"per_round": 4})),
     E("progress_every_s", 0.0, 1000.0, n_events, ">", "never more than this long between progress events",
       base={"budget": 12, **FAST, "advanced": {"progress_every_rows": 10**9}}),
     E("progress_every_rows", 1, 1000, n_events, ">", "never more than this many rollouts between progress events",
@@ -821,6 +818,7 @@ EFFECTS: list[Effect] = [
           ("hosted_touch_s", 1.0), ("scene_join_s", 1.0), ("scene_join_clocked_s", 2.0), ("writer_buffer_waves", 3),
           ("writer_buffer_cap", 48), ("offline_topup_multiple", 3), ("offline_bounce_limit", 5), ("offline_bounce_stride", 3),
           ("first_wave_tokens", 64), ("family_avoid_items", 2), ("short_share_floor", 0.5), ("long_share_floor", 0.5),
+          ("idle_judge_share", 0.5),
       ]],
 ]  # fmt: skip
 

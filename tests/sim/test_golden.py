@@ -39,12 +39,12 @@ CASES: dict[str, dict] = {
 }
 
 DIGESTS = {
-    "adaptive_reproducible": "f5ba0d923d5967e48e5efe9813c44feb15cc134db86d47c52a2ea5a0db559fa4",
-    "explore_default": "155998f5ed0d163d1ce15194b9735845f5020f3eeb479b5c3fda56d08600fdca",
-    "explore_output": "b9747be6b9555cc2f58c70649e3a013b94f3f72f6095d2f06fce1eb1a56a8d5f",
-    "rl_grader": "7368b8801ec05353b067486f8d08deb91ea8abc4cccef06a6e2af7eb2a38920b",
-    "sft_conduct": "6f9a8ddcedcf3154122019a3408c93c33f99389314a6f7b3daef6b105918a877",
-    "sft_reproducible_grader_output": "9653d2fea2c0154ba7bfde7a5411410ca9865114b66c2f6c47aeb433cb0ee3de",
+    "adaptive_reproducible": "78eba1e634ad30cf30f64e6d5bb93d78d6037c38190bc4efc10249c2e2d05052",
+    "explore_default": "bc2f4d926485d4c6b8783f447c3e7973dc9cd66f7af3c401b25ceaee202d2685",
+    "explore_output": "a699ba61032b1c6fc04fcfe7574815b39dfc3a295357798f0c638855feef0294",
+    "rl_grader": "74d6f32bc1c6266766e8d7fac6e169ee4c984f3aeac6b97e64a0bf83872f805a",
+    "sft_conduct": "4e513a7e7a6f798620a7061d951d83882414f13ffe10eef4b5771df2670a7bb2",
+    "sft_reproducible_grader_output": "8a398ec71d02d24c8bcae19234da70a16926c244542a46a8bd5aeafc24666ea8",
 }
 
 

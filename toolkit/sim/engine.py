@@ -114,7 +114,7 @@ from toolkit.sim.search import (
     update_arm_weights,
 )
 from toolkit.sim.user import simulated_user
-from toolkit.situations import AXES, HARD_TIERS, Situation, kept_fault_plan, situation_grid, write_prompts
+from toolkit.situations import AXES, HARD_TIERS, Situation, kept_fault_plan, situation_grid, tier_of, write_prompts
 from toolkit.situations.model_writer import ModelWriter
 from toolkit.world import World
 
@@ -139,9 +139,6 @@ _FAULT_SHARE_MIN_CALLS = 100
 # Semantic duplicates over a quarter of the rows mean the writer repeats itself (a choice: the
 # template writer's default runs stay under 5%, benchmarks/bench_engine.py).
 _SEMANTIC_DUPLICATE_WARN_SHARE = 0.25
-# idle_judge_share is judged only over this many successive rounds or more: fewer rounds are
-# mostly the first probes of every group, which fill nothing by construction.
-_IDLE_ROUNDS_MIN = 10
 # Writes of a never-opened card after which saturation counts it unreachable: each write draws a
 # new variant set, so three in a row with nothing new means the writer has nothing left for it.
 _UNREACHABLE_WRITES = 3
@@ -638,6 +635,7 @@ class _Engine:
         self.write_attempts: Counter = Counter()  # times each situation card was written
         self.situation_objects: dict[str, Situation] = {}  # under situations=N: the open ones, for owed phrasings
         self.tier_planned: Counter = Counter()  # rollouts planned per tier class (hard_share's deficit rule)
+        self.tier_groups: Counter = Counter()  # groups opened per tier class
         self.mutations_opened = 0  # situation cards the failure-mutation arm opened from a real parent
         self.seen = NoveltyIndex(self.embedder_dim())
         self.vector_cache: dict[str, np.ndarray] = {}
@@ -668,8 +666,6 @@ class _Engine:
         self.completed: queue.SimpleQueue = queue.SimpleQueue()
         self.graded = _ExactSum()  # running pass rate for progress events, exact like math.fsum
         self.eval_run = 0
-        self.rounds_without_fill = 0
-        self.successive_rounds = 0
         self.semantic_duplicates = 0
         self.judge_failures: Counter = Counter()
         self.first_judge_failure: str | None = None
@@ -1010,16 +1006,13 @@ class _Engine:
         self.round += 1
         if items:
             self.empty_rounds = 0
-        if self.repeat_policy == "successive" and items:
-            # idle_judge_share: rounds that filled no split group (every item a first probe)
-            self.successive_rounds += 1
-            self.rounds_without_fill += not any(item.rollout_index >= self.allocator.probe for item in items)
         return items
 
     def _item(self, group: _Group, rollout_index: int, attempt: int = 0) -> _Item:
         self.order += 1
         if group.situation is not None and attempt == 0:  # a re-roll replaces a lost rollout; count it once
             self.tier_planned[self._tier_class(group.situation)] += 1
+            self.tier_groups[self._tier_class(group.situation)] += rollout_index == 0
         return _Item(order=self.order, group=group, rollout_index=rollout_index, attempt=attempt)
 
     def _initial_rollouts(self) -> int:
@@ -1076,17 +1069,25 @@ class _Engine:
 
     def _tier_classes(self, groups: int, rows_per_group: int) -> list[str]:
         """The tier class ("hard" / "ordinary") of each of ``groups`` new groups: each takes the
-        class that brings the planned hard share closest to ``hard_share`` (rollouts planned so
-        far, fills and re-rolls included, so the rule corrects what fills add later)."""
-        hard, total = self.tier_planned["hard"], self.tier_planned["hard"] + self.tier_planned["ordinary"]
+        class that brings the projected hard share of rollouts closest to ``hard_share``."""
         share = self.cfg.hard_share
+        # a class's groups end up with more rollouts than their first ones when repeat policies
+        # fill them (rl fills split groups, and hard ones split more): project each class at its
+        # mean rollouts per group so far, so fills still to come are counted (planned counts alone
+        # drifted to 0.46 for 0.40 over 1,000 rl rows)
+        size = {c: (self.tier_planned[c] / self.tier_groups[c]) if self.tier_groups[c] else rows_per_group for c in ("hard", "ordinary")}
+        hard = self.tier_groups["hard"] * size["hard"]
+        ordinary = self.tier_groups["ordinary"] * size["ordinary"]
         out = []
         for _ in range(groups):
-            # hard iff |hard + r - s(total + r)| <= |hard - s(total + r)|, i.e. hard + r/2 <= s(total + r)
-            cls = "hard" if hard + rows_per_group / 2 <= share * (total + rows_per_group) else "ordinary"
+            with_hard = abs((hard + size["hard"]) / (hard + ordinary + size["hard"]) - share)
+            with_ordinary = abs(hard / (hard + ordinary + size["ordinary"]) - share)
+            cls = "hard" if with_hard <= with_ordinary else "ordinary"
             out.append(cls)
-            total += rows_per_group
-            hard += rows_per_group if cls == "hard" else 0
+            if cls == "hard":
+                hard += size["hard"]
+            else:
+                ordinary += size["ordinary"]
         return out
 
     def _owed_phrasings(self) -> list:
@@ -1116,6 +1117,8 @@ class _Engine:
                     got = self._candidates(arm, wanted[cls], cls)
                     if len(got) < wanted[cls] and arm != "structured":  # the grid in this class first
                         got += self._candidates("structured", wanted[cls] - len(got), cls)
+                    if len(got) < wanted[cls] and arm != "llm_guided":  # then gap-guided cards, whose stance sets the class
+                        got += self._candidates("llm_guided", wanted[cls] - len(got), cls)
                     if len(got) < wanted[cls]:  # this class ran out (unique situations, small grid): the other fills in
                         got += self._candidates(arm, wanted[cls] - len(got), other)
                     candidates += got
@@ -1197,7 +1200,13 @@ class _Engine:
             pool = [(s, t, f) for s, t, f in pool if t not in self.prompts_seen and fits(s)]
             return self._pick_novel([(s, t, None, {}, f"open-ended probe: {f}") for s, t, f in pool], count, arm)
         if arm == "llm_guided":
-            situations = gap_guided_situations(count * k.select_oversample, self.axes, self.value_counts, self.writer_seed, salt, k.writer_context_items)
+            axes = self.axes
+            if tier is not None:
+                # the stance decides the tier: draw among the asked class's stances only (filtering
+                # afterwards left few candidates, since the least-seen stances are the other class's)
+                stances = tuple(v for v in self.axes.get("stance", ()) if (tier_of(v) in HARD_TIERS) == (tier == "hard"))
+                axes = {**self.axes, "stance": stances} if stances else self.axes
+            situations = gap_guided_situations(count * k.select_oversample, axes, self.value_counts, self.writer_seed, salt, k.writer_context_items)
             return self._write_and_pick([(s, r) for s, r in situations if self._family_ok(s) and fits(s) and self._situation_open_ok(s)], count, "gap-guided: ", arm)
         if arm == "behavior_targeted":
             least = sorted(self.tool_calls, key=lambda t: (self.tool_calls[t], list(self.tool_calls).index(t)))[: max(1, k.writer_context_items)]
@@ -1880,7 +1889,6 @@ class _Engine:
             "writer_restarts": self.writer_restarts, "writer_restarts_allowed": max(24, self.cfg.cap // k.rows_per_extra_restart),
             "eval_runs": self.cfg.runs, "mutations_opened": self.mutations_opened,
             "semantic_duplicates": {"n": self.semantic_duplicates, "threshold": k.semantic_duplicate_novelty},
-            "rounds": {"successive": self.successive_rounds, "without_fill": self.rounds_without_fill},
             "pinned_tasks": len(getattr(self, "pinned", []) or []), "trace_seeds": len(getattr(self, "failing_seeds", [])),
         })  # fmt: skip
         delivered = {
@@ -1970,11 +1978,6 @@ class _Engine:
             self.warnings.append(
                 f"{self.semantic_duplicates} of {len(rows)} rows are semantic duplicates (novelty under "
                 f"{k.semantic_duplicate_novelty}): the writer is repeating itself; add variety (simulator=, more tools or policy rules) rather than budget."
-            )
-        if self.repeat_policy == "successive" and self.successive_rounds >= _IDLE_ROUNDS_MIN and self.rounds_without_fill > k.idle_judge_share * self.successive_rounds:
-            self.warnings.append(
-                f"{self.rounds_without_fill} of {self.successive_rounds} rounds had no split group to fill: the agent is unanimous on nearly "
-                "every situation, so its rl groups carry little signal; add harder situations (hard_share=, fault_rate=) or more of them."
             )
         if self.cfg.n_situations is not None and len(self.situations_opened) < self.cfg.n_situations and self.stopped_because == "budget":
             self.warnings.append(f"budget={self.cfg.budget} stopped the run after {len(self.situations_opened)} of situations={self.cfg.n_situations}; raise budget.")
