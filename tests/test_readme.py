@@ -31,3 +31,15 @@ def test_ci_runs_exactly_the_readme_test_command():
 def test_readme_knob_tables_are_the_code():
     for table in ("experiment", "engine"):
         assert tk.knob_table_markdown(table) in README, f"README's {table} knob table differs from RunKnobs"
+
+
+def test_readme_example_prints_what_its_comment_says(tmp_path, monkeypatch):
+    # the first python block of the README, run as written (output= into a temporary folder);
+    # its pass line comment is the run's own output, so an engine change that moves it fails here
+    block = re.findall(r"```python\n(.*?)```", README, flags=re.S)[0]
+    comment = re.search(r"print\(data\.pass_at\)\s+# (pass@1 .*?) \| \.\.\.", block).group(1)
+    code = block.replace("tk.plots.pass_at_k_curve(data.rows)", "")  # the figure is the plots tests' job
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    exec(compile(code.replace("print(data.pass_at)", "printed = str(data.pass_at)"), "README.md", "exec"), namespace)
+    assert namespace["printed"].startswith(comment), (namespace["printed"], comment)
