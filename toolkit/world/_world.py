@@ -204,10 +204,10 @@ class WorldOptions:
     # failure of a networked tool.
     default_fault_mode: str = "timeout"
     # Rate at which a plan entry without "rate" fires per call, in [0, 1]. 1.0 (every call)
-    # as in the reference: the situation already decided that this rollout is a fault
-    # rollout (see fault_plan_for); thinning it again per call would hide the fault. Not
-    # simulate()'s fault_rate (the per-prompt chance a fault plan is kept at all); it was
-    # called default_fault_rate, a spelling still accepted.
+    # as in the reference: a plan written by hand for tk.World names the calls it breaks.
+    # simulate() never relies on it: its plans carry fault_rate as their own rate (the share
+    # of calls broken, see fault_plan_for). It was called default_fault_rate, a spelling
+    # still accepted.
     per_call_fault_rate: float = 1.0
     # Share of never-seen reference values that exist, in [0, 1]. 0.7 as in the reference:
     # enough lookups succeed for multi-step work, enough fail that "not found" is practised.
@@ -593,7 +593,7 @@ class World:
         One of :data:`WORLD_STATES`, a reference long name ("entity missing", ...), or None =
         "unknown" (the default).
     fault_plan : mapping, optional
-        ``{"*" or tool name: {"mode", "rate"?, "on_call"?}}`` or ``{"*": "timeout"}``. A tool
+        ``{"*" or tool name: {"mode", "rate"?, "on_call"?, "phase"?}}`` or ``{"*": "timeout"}``. A tool
         name's entry wins over ``"*"``; ``mode`` defaults to ``options.default_fault_mode``,
         ``rate`` (per call, in [0, 1]) to ``options.per_call_fault_rate``; ``on_call`` is the
         0-based index (or list of them) among the calls the entry matches. Without ``phase``
