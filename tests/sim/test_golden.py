@@ -39,12 +39,12 @@ CASES: dict[str, dict] = {
 }
 
 DIGESTS = {
-    "adaptive_reproducible": "78eba1e634ad30cf30f64e6d5bb93d78d6037c38190bc4efc10249c2e2d05052",
-    "explore_default": "bc2f4d926485d4c6b8783f447c3e7973dc9cd66f7af3c401b25ceaee202d2685",
-    "explore_output": "a699ba61032b1c6fc04fcfe7574815b39dfc3a295357798f0c638855feef0294",
-    "rl_grader": "74d6f32bc1c6266766e8d7fac6e169ee4c984f3aeac6b97e64a0bf83872f805a",
-    "sft_conduct": "4e513a7e7a6f798620a7061d951d83882414f13ffe10eef4b5771df2670a7bb2",
-    "sft_reproducible_grader_output": "8a398ec71d02d24c8bcae19234da70a16926c244542a46a8bd5aeafc24666ea8",
+    "adaptive_reproducible": "9a27411737a939d341109aede462a31bfea340406c2b0b55b680e4989040ebf6",
+    "explore_default": "21cd82f10371d7e335f4831114b05050142f5870c824bfc269bc4cdb06089e2a",
+    "explore_output": "fb9a5de4a735d47195322cbae3e0019e4ca2b73a27d6771b1ea82dbc1d6d2fe0",
+    "rl_grader": "1d85c6549ee43b33f00154a2034c91b8e8cedb8b957a4bc5821cc53714973e33",
+    "sft_conduct": "fcaf5b1239ecf0dfc70c505b6febfab0e21ac5814536eaa4b1b33eb2bd8c7678",
+    "sft_reproducible_grader_output": "659dba079dbe182bb7d3b5e121f4016da861510c635dabdfc6cf97c42a42085c",
 }
 
 

@@ -258,6 +258,8 @@ def test_simulate_with_a_plain_str_agent_lands_rows():
     assert len(data) == 20
     assert all(row["final_text"] == "Sure, I have cancelled it." for row in data.rows)
     assert all(row["steps"][-1].get("plain_text_reply") is True for row in data.rows)
+    assert data.report()["plain_text_replies"] == 20  # the report says so
+    assert tk.simulate(lambda message: {"final_text": "done", "steps": []}, progress=False, budget=5).report()["plain_text_replies"] == 0
 
 
 

@@ -1789,7 +1789,7 @@ class _Engine:
         facts = getattr(self, "_facts_state", None)
         if facts is None:
             facts = self._facts_state = {
-                "with_dims": {}, "tool_calls": 0, "faulted_calls": 0, "tiers": Counter(), "tiers_by_run": {}, "user_turns": 0,
+                "with_dims": {}, "tool_calls": 0, "faulted_calls": 0, "tiers": Counter(), "tiers_by_run": {}, "plain_text_replies": 0, "user_turns": 0,
                 "prompts": set(), "scenario_ids": set(), "agent_model": None, "ended_on_question": 0, "any_tool": False,
                 "system_prompt_shas": set(),
             }  # fmt: skip
@@ -1821,6 +1821,7 @@ class _Engine:
             facts["scenario_ids"].add(r.get("scenario_id"))
         facts["ended_on_question"] += r.get("ended_by") == "user_left"
         facts["any_tool"] = facts["any_tool"] or has_tool
+        facts["plain_text_replies"] += any(s.get("plain_text_reply") for s in steps)
         facts["system_prompt_shas"].add((r.get("lineage") or {}).get("system_prompt_sha"))
 
     def _same_model_roles(self) -> list[str]:
@@ -2006,6 +2007,8 @@ class _Engine:
             # the reference's strategy: "trace" when traces aim the grid, else "broad" (no targeted mode here)
             "strategy": "trace" if self.cfg.traces else "broad", "dimensions": {axis: list(values) for axis, values in self.axes.items()},
             "semantic_duplicates": self.semantic_duplicates, "knobs_inert": inert, "grader_failures": dict(self.judge_failures),
+            # rows whose message-shaped agent returned a plain str, taken as its final text (the step says plain_text_reply)
+            "plain_text_replies": facts["plain_text_replies"],
             "requested": {"fault_rate": self.cfg.fault_rate, "avg_turns": self.cfg.avg_turns, "hard_share": self.cfg.hard_share},
             "delivered": delivered,
             "rollouts_requested": len(rows) + lost_total, "rollouts_completed": len(rows), "rollouts_lost": lost_total,
