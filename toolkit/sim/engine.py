@@ -617,6 +617,7 @@ class _Engine:
         self.callback_errors = 0
         self.dead_count = 0
         self.unreachable = False  # a rollout was lost to a model server that never answered
+        self.reply_error: AgentReplyError | None = None  # the first reply of an impossible type
         self.last_lost_detail = None
         self.durations: deque = deque(maxlen=k.closing_window_rollouts)
         self.signatures: set[str] = set()
@@ -1481,7 +1482,14 @@ class _Engine:
         return simulated_user(situation, patience=self.cfg.patience, avg_turns=self.cfg.avg_turns, user_model=self.cfg.user_model,
                               temperature=self.cfg.knobs.user_temperature, seed=self.cfg.seed)  # fmt: skip
 
+    def _watch_reply(self, future: cf.Future) -> None:
+        """Done-callback (any thread): remember the first AgentReplyError, so no more work is submitted."""
+        if not future.cancelled() and isinstance(future.exception(), AgentReplyError) and self.reply_error is None:
+            self.reply_error = future.exception()
+
     def _submit(self, item: _Item) -> cf.Future:
+        if self.reply_error is not None:
+            raise self.reply_error  # an earlier rollout's agent replied with an impossible type
         key = self._key(self.eval_run, item.group.prompt, item.rollout_index)
         stored = self.resume_rows.get(key)
         if stored is not None and key not in self.resume_keys_consumed:
@@ -1490,8 +1498,9 @@ class _Engine:
             future.set_result({"__resumed__": True, **stored})
         else:
             future = self.pool.submit(_rollout_task, self._job(item))
-            if future.done() and isinstance(future.exception(), AgentReplyError):
-                raise future.exception()  # an inline rollout: stop before submitting the next one
+            future.add_done_callback(self._watch_reply)
+            if self.reply_error is not None:
+                raise self.reply_error  # an inline rollout (or a thread already done): stop before the next one
         self.in_flight[future] = item
         future.add_done_callback(self.completed.put)
         return future
