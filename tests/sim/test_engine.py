@@ -275,3 +275,15 @@ def test_report_counts_from_one_pass_and_retired_groups_match_the_rows():
         tk.dataset_path("tools/airline_support.json"),
         tk.dataset_path("tools/airline_support_policy.md").read_text(encoding="utf-8"), seed=2,
     ).coverage_of([r for r in data.rows if r.get("scenario_dimensions")])["pairs_covered"]
+
+
+def test_family_cap_counts_rows_in_flight():
+    # reference: the knob's definition, max(family_cap_floor, n x family_cap_per_phrasing x k)
+    # rows of one situation; with every factor 1 the cap is 1. Counting only landed rows let a
+    # round that drew one cell twice (a tier-class fallback) give it 2.
+    one_tool = [{"type": "function", "function": {"name": "get_booking", "description": "Look up a booking by its id",
+                 "parameters": {"type": "object", "properties": {"booking_id": {"type": "string"}}, "required": ["booking_id"]}}}]
+    advanced = {"arm_weights": {"structured": 1.0}, "family_cap_floor": 1, "family_cap_per_phrasing": 1}
+    data = tk.simulate(tools=one_tool, unique=False, budget=160, advanced=advanced, **FAST)
+    per_cell = Counter(row["scenario_id"] for row in data.rows)
+    assert len(data) > 0 and max(per_cell.values()) == 1

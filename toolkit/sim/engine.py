@@ -634,6 +634,7 @@ class _Engine:
         self.situations_opened: list[str] = []
         self.situations_opened_set: set[str] = set()  # membership; the list keeps the order
         self.situation_groups: Counter = Counter()  # groups (phrasings) opened per situation
+        self.situation_planned: Counter = Counter()  # rollouts planned per situation (the family cap)
         self.write_attempts: Counter = Counter()  # times each situation card was written
         self.situation_objects: dict[str, Situation] = {}  # under situations=N: the open ones, for owed phrasings
         self.tier_planned: Counter = Counter()  # rollouts planned per tier class (hard_share's deficit rule)
@@ -1013,6 +1014,7 @@ class _Engine:
     def _item(self, group: _Group, rollout_index: int, attempt: int = 0) -> _Item:
         self.order += 1
         if group.situation is not None and attempt == 0:  # a re-roll replaces a lost rollout; count it once
+            self.situation_planned[group.situation.id] += 1
             self.tier_planned[self._tier_class(group.situation)] += 1
             self.tier_groups[self._tier_class(group.situation)] += rollout_index == 0
         return _Item(order=self.order, group=group, rollout_index=rollout_index, attempt=attempt)
@@ -1132,7 +1134,7 @@ class _Engine:
         for situation, texts, reason, parent, used_arm in candidates:
             if len(items) >= free:
                 break
-            if not self._situation_open_ok(situation):
+            if not self._situation_open_ok(situation) or not self._family_ok(situation):
                 continue
             opened = False
             for text, reference, persona, nov in texts:
@@ -1245,7 +1247,9 @@ class _Engine:
     def _family_ok(self, situation) -> bool:
         k = self.cfg.knobs
         cap = max(k.family_cap_floor, self.cfg.n * k.family_cap_per_phrasing * self.k)
-        return self.cells[situation.id] < cap
+        # rows planned, not only landed: a round that drew one cell twice (a tier-class
+        # fallback) passed the cap by the rows still in flight
+        return max(self.cells[situation.id], self.situation_planned[situation.id]) < cap
 
     def _write(self, situation) -> list[tuple[str, str | None, dict]]:
         # a new variant set per write of this card: texts every card of one tool words alike (the
