@@ -287,3 +287,14 @@ def test_family_cap_counts_rows_in_flight():
     data = tk.simulate(tools=one_tool, unique=False, budget=160, advanced=advanced, **FAST)
     per_cell = Counter(row["scenario_id"] for row in data.rows)
     assert len(data) > 0 and max(per_cell.values()) == 1
+
+
+def test_grader_verdicts_as_numpy_numbers_count_and_non_finite_ones_do_not():
+    # numpy scalars are real numbers (numbers.Real); NaN and inf are no reward at all
+    import numpy as np
+
+    for verdict, status, reward in ((np.float32(0.5), "ok", 0.5), ({"reward": np.int64(1)}, "ok", 1.0),
+                                    (float("nan"), "invalid_result", None), ({"reward": float("inf")}, "invalid_result", None)):
+        data = tk.simulate(budget=3, grader=lambda row, v=verdict: v, **FAST)
+        assert [r["judge_status"] for r in data.rows] == [status] * 3, verdict
+        assert [r["reward"] for r in data.rows] == [reward] * 3

@@ -89,6 +89,7 @@ import numpy as np
 
 from toolkit._util.hashing import sha256_hex, stable_hash, stable_uniform
 from toolkit._util.results import json_safe
+from toolkit._util.validate import is_number
 from toolkit._version import __version__
 from toolkit.agents import parse_model_spec
 from toolkit.errors import AgentReplyError, ConfigError
@@ -238,10 +239,10 @@ def _apply_verdict(row: dict, grader: Callable, name: str, meta: Mapping[str, An
         detail = f"{type(error).__name__}: {error}"
         row.update(reward=None, judge_status="error", judge_name=name, reason=detail, judge_meta={**row_meta, "error": detail[:500]})
         return
-    if isinstance(verdict, (int, float)) and not isinstance(verdict, bool):
+    if is_number(verdict):
         verdict = {"reward": float(verdict)}
     reward = verdict.get("reward") if isinstance(verdict, Mapping) else None
-    if not isinstance(reward, (int, float)) or isinstance(reward, bool) or not math.isfinite(reward):
+    if not is_number(reward) or not math.isfinite(reward):  # numpy scalars are numbers too
         detail = f"grader returned {verdict!r:.200}"
         row.update(reward=None, judge_status="invalid_result", judge_name=name, reason=detail, judge_meta={**row_meta, "error": detail})
         return
@@ -1251,11 +1252,15 @@ class _Engine:
         # fallback) passed the cap by the rows still in flight
         return max(self.cells[situation.id], self.situation_planned[situation.id]) < cap
 
-    def _write(self, situation) -> list[tuple[str, str | None, dict]]:
-        # a new variant set per write of this card: texts every card of one tool words alike (the
-        # 'unrelated' tool's) were all seen already, and a seed fixed by the row count rewrote them forever
-        variant_seed = self.writer_seed + self.write_attempts[situation.id] * 7919
+    def _variant_seed(self, situation) -> int:
+        """A new variant set per write of this card (on the engine's thread, so a model writer's
+        pool threads cannot race on the count): texts every card of one tool words alike (the
+        'unrelated' tool's) were all seen already, and a seed fixed by the row count rewrote them forever."""
+        seed = self.writer_seed + self.write_attempts[situation.id] * 7919
         self.write_attempts[situation.id] += 1
+        return seed
+
+    def _write(self, situation, variant_seed: int) -> list[tuple[str, str | None, dict]]:
         count = self.cfg.n + self.cfg.knobs.writer_typical_completions - 1  # the engine keeps the n most novel
         if isinstance(self.cfg.writer, ModelWriter):
             drafts = write_prompts(situation, count, seed=variant_seed, tools=self.tools)
@@ -1273,13 +1278,13 @@ class _Engine:
         held a 32-row round for ~11 s."""
         if not isinstance(self.cfg.writer, ModelWriter) or len(situations) <= 1:
             for situation, reason in situations:
-                yield situation, reason, self._write(situation)
+                yield situation, reason, self._write(situation, self._variant_seed(situation))
             return
         if self.writer_pool is None:
             self.writer_pool = cf.ThreadPoolExecutor(max_workers=self.cfg.knobs.writer_concurrency, thread_name_prefix="toolkit-writer")
         for start in range(0, len(situations), max(1, count)):
             chunk = situations[start : start + max(1, count)]
-            futures = [self.writer_pool.submit(self._write, situation) for situation, _ in chunk]
+            futures = [self.writer_pool.submit(self._write, situation, self._variant_seed(situation)) for situation, _ in chunk]
             for (situation, reason), future in zip(chunk, futures):
                 yield situation, reason, future.result()
 
