@@ -55,7 +55,7 @@ _LAZY = {
     "read_rows": "rows", "save_rows": "rows", "RowWriter": "rows", "validate_row": "rows", "to_pandas": "rows",
     "read_tau_bench": "rows",
     # statistics
-    "pass_at": "stats", "bootstrap_ci": "stats", "sign_flip_test": "stats", "wilson": "stats", "compare_runs": "stats",
+    "pass_at": "stats", "bootstrap_ci": "stats", "clustered_mean": "stats", "sign_flip_test": "stats", "wilson": "stats", "compare_runs": "stats",
     "delta_report": "stats", "eval_variance": "stats", "group_signal": "stats", "holdout_size": "stats",
     "detectable_effect": "stats", "judge_agreement": "stats", "interval_coverage_study": "stats",
     "paired_power_study": "stats", "pass_at_k_bias_study": "stats",

@@ -67,16 +67,34 @@ def test_item_14_six_tasks_all_flip_exact_p():
     assert result.pvalue_method == "exact" and result.method == "paired"
 
 
-def test_item_15_five_tasks_paired_cannot_clear_and_four_fall_back():
+def test_shared_tasks_stay_paired_at_any_n_and_the_verdict_is_monotone_in_n():
+    # Issue 14: 4 shared tasks all 0 -> 1 read b_better through an unpaired fallback, 5 read
+    # no difference, 6 b_better. Now every n is paired and the exact p decides.
+    readings = {}
+    for n in (3, 4, 5, 6, 7):
+        result = tk.compare_runs(make_rows([0] * n, k=1), make_rows([1] * n, k=1))
+        assert result.method == "paired" and result.pvalue == pytest.approx(2 / 2**n)  # enumeration: 2 of 2^n
+        readings[n] = result.verdict
+    assert readings == {3: "no_difference_detected", 4: "no_difference_detected", 5: "no_difference_detected",
+                        6: "b_better", 7: "b_better"}
     five = tk.compare_runs(make_rows([0] * 5, k=1), make_rows([1] * 5, k=1))
-    assert five.method == "paired" and five.pvalue == 2 / 32
-    # The interval is the point (1, 1), but no exact test can reach 0.05 at 5 pairs: we do
-    # not call it (the engine's interval-only rule would).
-    assert five.verdict == "no_difference_detected"
-    assert five.min_pvalue == 0.0625 and "2/2^5" in five.note
-    four = tk.compare_runs(make_rows([0] * 4, k=1), make_rows([1] * 4, k=1))
-    assert four.method == "unpaired" and four.pvalue is None
-    assert "fewer than 5 shared tasks" in four.note and "weaker test" in four.note
+    # The interval is the point (1, 1), but no exact test can reach 0.05 at 5 pairs.
+    assert five.min_pvalue == 0.0625 and "no exact two-sided p can be below 0.0625" in five.note
+    assert "p 0.0625 > 0.05" in five.rule and "p 0.0625 > 0.05" in str(five)
+    assert "the interval is the point" in five.note
+    two = tk.compare_runs(make_rows([0] * 2, k=1), make_rows([1] * 2, k=1))
+    assert two.method == "paired" and two.verdict == "insufficient_data" and two.ci is None
+
+
+def test_min_pvalue_counts_only_non_zero_differences():
+    # 10 pairs, 6 of them tied (difference 0): the smallest reachable p is 2/2^4 = 0.125,
+    # not 2/2^10 (issue 14). Reference: enumeration of the 2^10 patterns.
+    before = make_rows([0] * 10, k=1)
+    after = make_rows([1] * 4 + [0] * 6, k=1)
+    result = tk.compare_runs(before, after)
+    assert result.min_pvalue == 0.125
+    assert result.pvalue == pytest.approx(brute_force_p(np.array([1.0] * 4 + [0.0] * 6)))
+    assert result.verdict == "no_difference_detected" and "add tasks" in result.note
 
 
 def test_item_16_identical_runs():
@@ -86,20 +104,33 @@ def test_item_16_identical_runs():
     assert result.verdict == "no_difference_detected"
 
 
-def test_paired_interval_equals_scipy_bootstrap_on_the_same_stream():
+def test_paired_interval_is_student_t_below_30_tasks():
     before = make_rows([0, 1, 2, 3, 4, 1, 2, 0, 3, 2, 1, 4], k=4)
     after = make_rows([1, 1, 3, 4, 4, 2, 2, 1, 3, 4, 0, 4], k=4)
     result = tk.compare_runs(before, after, seed=3, n_resamples=5000)
     diffs = (np.array([1, 1, 3, 4, 4, 2, 2, 1, 3, 4, 0, 4]) - np.array([0, 1, 2, 3, 4, 1, 2, 0, 3, 2, 1, 4])) / 4
-    # Tasks are paired in sorted key order: t0, t1, t10, t11, t2, ...
-    order = sorted(range(12), key=lambda i: f"t{i}")
-    reference = scipy.stats.bootstrap((diffs[order],), np.mean, n_resamples=5000, method="percentile",
-                                      rng=np.random.default_rng(3))
-    assert result.ci[0] == pytest.approx(reference.confidence_interval.low, abs=1e-12)
-    assert result.ci[1] == pytest.approx(reference.confidence_interval.high, abs=1e-12)
+    # Reference: scipy's t interval of the mean of the 12 paired differences.
+    low, high = scipy.stats.t.interval(0.95, 11, loc=diffs.mean(), scale=scipy.stats.sem(diffs))
+    assert result.interval_method == "student t"
+    assert result.ci[0] == pytest.approx(low, abs=1e-12) and result.ci[1] == pytest.approx(high, abs=1e-12)
     assert result.delta == pytest.approx(diffs.mean(), abs=1e-15)
     assert result.pvalue == pytest.approx(brute_force_p(diffs), abs=1e-15)
     assert result.mean_b - result.mean_a == pytest.approx(result.delta)
+
+
+def test_paired_interval_equals_scipy_bootstrap_on_the_same_stream_from_30_tasks():
+    rng = np.random.default_rng(4)
+    counts_a = rng.integers(0, 5, 40)
+    counts_b = np.clip(counts_a + rng.integers(-1, 3, 40), 0, 4)
+    result = tk.compare_runs(make_rows(counts_a), make_rows(counts_b), seed=3, n_resamples=5000)
+    diffs = (counts_b - counts_a) / 4
+    # Tasks are paired in sorted key order: t0, t1, t10, t11, ...
+    order = sorted(range(40), key=lambda i: f"t{i}")
+    reference = scipy.stats.bootstrap((diffs[order],), np.mean, n_resamples=5000, method="percentile",
+                                      rng=np.random.default_rng(3))
+    assert result.interval_method == "percentile bootstrap"
+    assert result.ci[0] == pytest.approx(reference.confidence_interval.low, abs=1e-12)
+    assert result.ci[1] == pytest.approx(reference.confidence_interval.high, abs=1e-12)
 
 
 def test_marker_metric_and_names():
@@ -132,12 +163,15 @@ def test_unpaired_fallback_difference_of_task_means():
     assert result.ci[1] == pytest.approx(delta + 1.96 * se, abs=0.03)
 
 
-def test_unpaired_tiny_samples_claim_no_direction():
-    three = tk.compare_runs(make_rows([0] * 3, k=1), make_rows([1] * 3, k=1))
-    assert three.ci == (1.0, 1.0) and three.verdict == "no_difference_detected"
-    assert "smallest possible p 0.1" in three.note
-    two = tk.compare_runs(make_rows([0] * 2, k=1), make_rows([1] * 2, k=1))
-    assert two.verdict == "insufficient_data" and two.ci is None
+def test_disjoint_task_sets_never_claim_a_direction():
+    # Issue 14: 0 of 40 shared tasks read b_better [+0.30, +0.70].
+    a = make_rows([0] * 20, k=1, prefix="a")
+    b = make_rows([1] * 20, k=1, prefix="b")
+    result = tk.compare_runs(a, b)
+    assert result.method == "unpaired" and result.verdict == "not_paired" and result.delta == 1.0
+    assert str(result).startswith("NOT PAIRED") and "20 in a, 20 in b" in result.note
+    two = tk.compare_runs(make_rows([0] * 2, k=1, prefix="a"), make_rows([1] * 2, k=1, prefix="b"))
+    assert two.verdict == "not_paired" and two.ci is None
 
 
 def test_mostly_unpaired_note_and_counts():
@@ -474,11 +508,16 @@ def test_family_wise_warning_item_21():
     for rows, value in ((before, 0.1), (after, 0.2)):
         for row in rows:
             row["markers"] = {"m1": value, "m2": value, "m3": value}
-    report = tk.delta_report(before, after)
+    report = tk.delta_report(before, after, correction=None)
     assert len(report.metrics) == 4
     assert any("= 0.185" in w for w in report.warnings)
-    three = tk.delta_report(before, after, metrics=["pass_at_1", "m1"])
+    three = tk.delta_report(before, after, metrics=["pass_at_1", "m1"], correction=None)
     assert not any("chance" in w for w in three.warnings)
+    # The default corrects instead of warning, and says how many comparisons it ran.
+    corrected = tk.delta_report(before, after)
+    assert corrected.correction == "holm" and corrected.n_comparisons == 4
+    assert not any("chance" in w for w in corrected.warnings)
+    assert "4 comparisons, holm-adjusted p" in str(corrected)
 
 
 def test_ceiling_warning():
@@ -492,11 +531,12 @@ def test_slices_low_n_item_20_and_callable_and_auto():
     # 5 all-up tasks in slice x (exact p 0.0625: low n), 6 in slice y (p 0.03125).
     before = make_rows([0] * 11, k=1, extra=lambda i: {"category": "x" if i < 5 else "y"})
     after = make_rows([1] * 11, k=1, extra=lambda i: {"category": "x" if i < 5 else "y"})
-    report = tk.delta_report(before, after, run_std=0.01)
+    report = tk.delta_report(before, after, run_std=0.01, correction=None)
     assert report.slice_by == "category"  # picked automatically
     x, y = report.slices
     assert (x.value, x.n_paired, x.low_n, x.pvalue) == ("x", 5, True, 0.0625)
     assert (y.value, y.n_paired, y.low_n, y.pvalue) == ("y", 6, False, 0.03125)
+    assert "p 0.0625 > 0.05" in str(x)  # the label says which test decided
     by_parity = tk.delta_report(before, after, by=lambda row: int(row["task_id"][1:]) % 2)
     assert [s.value for s in by_parity.slices] == [0, 1]
     assert tk.delta_report(before, after, by=False).slices == ()
@@ -733,3 +773,187 @@ def test_equal_marker_diffs_are_not_sized_from_float_dust():
     after = seed_rows(0.6 + values, label=False)
     report = tk.delta_report(before, after, target="score", metrics=["score"], n_resamples=300)
     assert report.tasks_needed is None and "sd of marker:score is 0" in report.tasks_needed_note
+
+
+# --------------------------------------------------------------------------- issue 14: clusters
+
+
+def value_rows(values, clusters=None, prefix="t"):
+    """One row per task with a numeric reward (metric 'reward') and an optional family label."""
+    rows = []
+    for i, value in enumerate(values):
+        row = {"task_id": f"{prefix}{i}", "reward": float(value), "prompt": "p", "steps": [], "final_text": "x"}
+        if clusters is not None:
+            row["family"] = f"f{clusters[i]}"
+        rows.append(row)
+    return rows
+
+
+def test_clustered_paired_interval_and_p_equal_the_closed_form_and_cluster_enumeration():
+    rng = np.random.default_rng(2)
+    families = np.repeat(np.arange(8), 5)
+    before = rng.normal(0.5, 0.1, 40)
+    after = before + np.repeat(rng.normal(0.05, 0.1, 8), 5) + rng.normal(0, 0.02, 40)
+    result = tk.compare_runs(value_rows(before, families), value_rows(after, families), metric="reward",
+                             cluster="family")
+    order = sorted(range(40), key=lambda i: f"t{i}")  # tasks pair in sorted key order
+    d, g = (after - before)[order], families[order]
+    # Reference: Miller (2024) clustered se with the CR1 factor, t with G - 1 = 7 df.
+    sums = np.array([np.sum(d[g == c] - d.mean()) for c in range(8)])
+    se = math.sqrt(8 / 7 * np.sum(sums**2)) / 40
+    half = scipy.stats.t.ppf(0.975, 7) * se
+    assert result.interval_method == "clustered t" and result.n_clusters == 8
+    assert result.ci == pytest.approx((d.mean() - half, d.mean() + half), abs=1e-12)
+    # Reference: enumerate the 2^8 sign patterns of the cluster sums.
+    cluster_sums = np.array([d[g == c].sum() for c in range(8)])
+    assert result.pvalue == pytest.approx(brute_force_p(cluster_sums), abs=1e-15)
+    assert "8 clusters by family" in str(result)
+    # Effect of cluster= at two values on the same data: the interval widens, the p moves.
+    plain = tk.compare_runs(value_rows(before, families), value_rows(after, families), metric="reward")
+    assert plain.n_clusters is None and plain.pvalue == pytest.approx(brute_force_mc_free(d), abs=0.01)
+    assert (plain.ci[1] - plain.ci[0]) < 0.5 * (result.ci[1] - result.ci[0])
+
+
+def brute_force_mc_free(diffs):
+    """Normal approximation of the two-sided sign-flip p for many pairs (z = sum d / sqrt(sum d^2))."""
+    return float(2 * scipy.stats.norm.sf(abs(diffs.sum()) / math.sqrt(np.sum(diffs**2))))
+
+
+def test_cluster_labels_must_agree_and_be_present():
+    a = value_rows([0.1, 0.2, 0.3], [0, 0, 1])
+    b = value_rows([0.2, 0.3, 0.4], [0, 1, 1])  # t1 moved family between runs
+    with pytest.raises(tk.ConfigError, match="task 't1' is in two clusters"):
+        tk.compare_runs(a, b, metric="reward", cluster="family")
+    with pytest.raises(tk.ConfigError, match="row 0 .*has no 'nope'"):
+        tk.compare_runs(a, a, metric="reward", cluster="nope")
+    auto = tk.compare_runs(value_rows([0.1] * 6), value_rows([0.2] * 6), metric="reward", cluster="auto")
+    assert auto.n_clusters is None and "found no cluster key" in auto.note
+
+
+def test_clustered_null_false_positive_rate_and_90_percent_coverage():
+    # Design of issue 14: the change moves whole clusters (a per-cluster effect with mean 0),
+    # so tasks of one cluster are correlated. 300 suites of 20 clusters x 5 tasks.
+    rng = np.random.default_rng(7)
+    families = np.repeat(np.arange(20), 5)
+    false_clustered = false_plain = covered = 0
+    sims = 300
+    for _ in range(sims):
+        before = rng.normal(0.5, 0.1, 100)
+        after = before + np.repeat(rng.normal(0, 0.1, 20), 5) + rng.normal(0, 0.03, 100)
+        a, b = value_rows(before, families), value_rows(after, families)
+        clustered = tk.compare_runs(a, b, metric="reward", cluster="family", level=0.9, n_resamples=1000)
+        plain = tk.compare_runs(a, b, metric="reward", level=0.9, n_resamples=1000)
+        false_clustered += clustered.pvalue <= 0.1
+        false_plain += plain.pvalue <= 0.1
+        covered += clustered.ci[0] <= 0.0 <= clustered.ci[1]
+    # 300 sims: Monte Carlo se 0.017 at 0.9; [0.86, 0.95] rejects an interval covering 0.85.
+    assert 0.86 <= covered / sims <= 0.95
+    assert false_clustered / sims <= 0.1 + 0.05
+    assert false_plain / sims >= 0.3  # tasks flipped one by one: the audit's failure, measured
+
+
+# --------------------------------------------------------------------------- issue 14: many comparisons
+
+
+def holm_reference(pvalues):
+    order = np.argsort(pvalues)
+    m = len(pvalues)
+    adjusted = np.empty(m)
+    running = 0.0
+    for rank, index in enumerate(order):
+        running = max(running, (m - rank) * pvalues[index])
+        adjusted[index] = min(1.0, running)
+    return adjusted
+
+
+def bh_reference(pvalues):
+    order = np.argsort(pvalues)[::-1]
+    m = len(pvalues)
+    adjusted = np.empty(m)
+    running = 1.0
+    for position, index in enumerate(order):
+        rank = m - position
+        running = min(running, pvalues[index] * m / rank)
+        adjusted[index] = running
+    return adjusted
+
+
+def three_marker_pair():
+    rng = np.random.default_rng(3)
+    before, after = [], []
+    for i in range(12):
+        base = {"m1": rng.uniform(0, 1), "m2": rng.uniform(0, 1), "m3": rng.uniform(0, 1)}
+        moved = {"m1": base["m1"] + 0.3 + rng.normal(0, 0.1), "m2": base["m2"] + rng.normal(0, 0.1),
+                 "m3": base["m3"] + 0.08 + rng.normal(0, 0.1)}
+        for j in range(2):
+            common = {"task_id": f"t{i}", "prompt": "p", "steps": [], "final_text": "x", "reward": j}
+            before.append({**common, "markers": base})
+            after.append({**common, "markers": moved})
+    return before, after
+
+
+@pytest.mark.parametrize("correction, reference", [("holm", holm_reference), ("bh", bh_reference)])
+def test_correction_adjusts_p_over_the_family_and_widens_the_intervals(correction, reference):
+    before, after = three_marker_pair()
+    raw = tk.delta_report(before, after, correction=None, by=False)
+    adjusted = tk.delta_report(before, after, correction=correction, by=False)
+    raw_p = np.array([m.pvalue for m in raw.metrics if m.pvalue is not None])
+    names = [m.metric for m in raw.metrics if m.pvalue is not None]
+    expected = reference(raw_p)
+    for name, value in zip(names, expected):
+        assert adjusted[name].pvalue == pytest.approx(value, rel=1e-12)
+        assert adjusted[name].raw_pvalue == pytest.approx(raw[name].pvalue, rel=1e-12)
+    m = len(names)
+    assert adjusted.n_comparisons == m == 4  # pass@1 (unchanged, p = 1) and the three markers
+    # Simultaneous intervals: Student t at 1 - alpha/m (holm) on 12 paired tasks.
+    d = np.array([row["markers"]["m1"] for row in after[::2]]) - np.array([row["markers"]["m1"] for row in before[::2]])
+    if correction == "holm":
+        low, high = scipy.stats.t.interval(1 - 0.05 / m, 11, loc=d.mean(), scale=scipy.stats.sem(d))
+        assert adjusted["m1"].ci == pytest.approx((low, high), abs=1e-12)
+        assert adjusted.interval_level == pytest.approx(1 - 0.05 / 4)
+    assert f"{m} comparisons, {correction}-adjusted p" in str(adjusted)
+    assert "(raw " in str(adjusted["m3"]) or adjusted["m3"].pvalue == adjusted["m3"].raw_pvalue
+
+
+def test_no_change_family_wise_rate_is_held_by_holm():
+    # 8 null metrics on 25 tasks, 120 reports: without correction "some metric moves" in
+    # ~1 - 0.95^8 = 0.34 of reports; Holm keeps it near or under alpha.
+    rng = np.random.default_rng(12)
+    any_raw = any_holm = 0
+    reports = 120
+    for _ in range(reports):
+        before, after = [], []
+        for i in range(25):
+            common = {"task_id": f"t{i}", "prompt": "p", "steps": [], "final_text": "x", "reward": int(rng.random() < 0.5)}
+            before.append({**common, "markers": {f"m{j}": float(rng.normal()) for j in range(8)}})
+            after.append({**common, "markers": {f"m{j}": float(rng.normal()) for j in range(8)}})
+        names = [f"m{j}" for j in range(8)]
+        plain = tk.delta_report(before, after, metrics=names, target="m0", correction=None, by=False, n_resamples=1000)
+        holm = tk.delta_report(before, after, metrics=names, target="m0", by=False, n_resamples=1000)
+        any_raw += any(m.verdict in ("a_better", "b_better") for m in plain.metrics)
+        any_holm += any(m.verdict in ("a_better", "b_better") for m in holm.metrics)
+    assert any_raw / reports >= 0.2
+    assert any_holm / reports <= 0.05 + 0.04  # 120 reports: se 0.02
+
+
+def test_correction_name_is_checked():
+    before, after = three_marker_pair()
+    with pytest.raises(tk.ConfigError, match="correction"):
+        tk.delta_report(before, after, correction="bonferoni")
+
+
+def test_partly_disjoint_task_sets_warn_with_counts():
+    before = make_rows([1, 2, 3, 0] * 10)
+    after = [row for row in make_rows([2, 3, 4, 1] * 10) if int(row["task_id"][1:]) >= 12]
+    report = tk.delta_report(before, after)
+    assert any("28 of 40 tasks are on both sides (12 only before, 0 only after)" in w for w in report.warnings)
+    assert report["pass_at_1"].n_only_before == 12
+
+
+def test_seed_interval_p_is_never_zero():
+    # Two training seeds that agree exactly, every task moved by the same amount: no spread
+    # anywhere. The t p is undefined; the exact sign-flip p (2/2^6) stands in, never 0.
+    before = seed_rows([[[0.2]] * 6, [[0.2]] * 6])
+    after = seed_rows([[[0.5]] * 6, [[0.5]] * 6])
+    report = tk.delta_report(before, after, target="score", metrics=["score"], train_runs="both", by=False)
+    assert report["score"].pvalue == pytest.approx(2 / 64) and report["score"].pvalue > 0

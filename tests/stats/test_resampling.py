@@ -1,9 +1,11 @@
 """bootstrap_ci and sign_flip_test against scipy and brute-force enumeration."""
 
 import itertools
+import math
 
 import numpy as np
 import pytest
+import scipy.stats
 from hypothesis import given
 from hypothesis import strategies as st
 from scipy import stats
@@ -225,3 +227,86 @@ def test_sign_flip_rejects_bad_arguments():
     with pytest.raises(ValueError, match=r"diffs\[0\]"):
         tk.sign_flip_test([float("inf"), 1.0])
     assert "p = " in str(tk.sign_flip_test([0.1, 0.2, -0.05]))
+
+
+# --------------------------------------------------------------------------- issue 14
+
+
+def test_clustered_mean_equals_statsmodels_cluster_robust_ols():
+    import statsmodels.api as sm
+
+    rng = np.random.default_rng(5)
+    clusters = np.repeat(np.arange(12), rng.integers(2, 7, 12))
+    values = rng.normal(0, 1, 12)[clusters] + rng.normal(0, 1, clusters.size)
+    result = tk.stats.clustered_mean(values, clusters, level=0.9)
+    fit = sm.OLS(values, np.ones(values.size)).fit(cov_type="cluster", cov_kwds={"groups": clusters})
+    g = 12
+    # statsmodels' default small-sample factor is G/(G-1) x (N-1)/(N-K); with K = 1 (an
+    # intercept) it is G/(G-1), our CR1 factor, so the se agree; without the correction
+    # statsmodels gives Miller's uncorrected se, sqrt((G-1)/G) of ours.
+    assert result.standard_error == pytest.approx(float(fit.bse[0]), rel=1e-10)
+    bare = sm.OLS(values, np.ones(values.size)).fit(
+        cov_type="cluster", cov_kwds={"groups": clusters, "use_correction": False})
+    assert float(bare.bse[0]) == pytest.approx(result.standard_error * math.sqrt((g - 1) / g), rel=1e-10)
+    half = scipy.stats.t.ppf(0.95, g - 1) * result.standard_error
+    assert (result.low, result.high) == pytest.approx((values.mean() - half, values.mean() + half), abs=1e-12)
+    assert result.n_clusters == 12 and result.df == 11
+    assert result.design_effect == pytest.approx((result.standard_error / scipy.stats.sem(values)) ** 2)
+    one = tk.stats.clustered_mean([1.0, 2.0], ["a", "a"])
+    assert one.low is None and "one cluster" in one.note
+    with pytest.raises(tk.ConfigError, match=r"clusters\[1\] is None"):
+        tk.stats.clustered_mean([1.0, 2.0], ["a", None])
+    with pytest.raises(tk.ConfigError, match="2 labels for 3 values"):
+        tk.stats.clustered_mean([1.0, 2.0, 3.0], ["a", "b"])
+
+
+def test_cluster_bootstrap_resamples_whole_clusters():
+    # Reference: the same resample indices drawn by hand (G clusters with replacement),
+    # each resample's mean = sum of picked cluster sums / sum of their sizes.
+    values = np.array([0.0, 1.0, 1.0, 0.5, 0.2, 0.9, 0.4])
+    clusters = ["a", "a", "b", "b", "b", "c", "d"]
+    result = tk.bootstrap_ci(values, clusters=clusters, n_resamples=2000, seed=4)
+    rng = np.random.default_rng(4)
+    sums, sizes = np.array([1.0, 1.7, 0.9, 0.4]), np.array([2, 3, 1, 1])
+    picks = rng.integers(0, 4, (2000, 4))
+    reference = np.quantile(sums[picks].sum(1) / sizes[picks].sum(1), [0.025, 0.975])
+    assert (result.low, result.high) == pytest.approx(tuple(reference), abs=1e-12)
+    assert result.n_clusters == 4 and result.clustered_se is not None
+    with pytest.raises(tk.ConfigError, match="clusters= supports statistic='mean'"):
+        tk.bootstrap_ci(values, statistic="median", clusters=clusters)
+
+
+def test_cluster_sign_flip_enumerates_cluster_sums_and_min_p_skips_ties():
+    diffs = np.array([0.5, 0.25, -0.25, 0.75, 0.0, 0.5, 1.0, 0.25])
+    clusters = [0, 0, 1, 1, 2, 3, 3, 4]
+    result = tk.sign_flip_test(diffs, clusters=clusters)
+    sums = np.array([0.75, 0.5, 0.0, 1.5, 0.25])
+    hits = sum(abs(np.dot(s, sums)) >= abs(sums.sum()) - 1e-12 for s in itertools.product([-1, 1], repeat=5))
+    assert result.pvalue == pytest.approx(hits / 32) and result.n_clusters == 5
+    assert result.statistic == pytest.approx(diffs.mean())
+    # One cluster sums to 0: it flips to itself, so only 4 clusters count: 2 / 2^4.
+    assert result.min_pvalue == pytest.approx(2 / 16)
+    assert tk.sign_flip_test([1.0, 0.0, 0.0, 2.0]).min_pvalue == pytest.approx(2 / 4)
+    assert tk.sign_flip_test([1.0, 0.0, 0.0, 2.0], alternative="greater").min_pvalue == pytest.approx(1 / 4)
+
+
+def test_n_resamples_below_100_is_refused_and_below_1000_warns():
+    with pytest.raises(tk.ConfigError, match="n_resamples must be >= 100"):
+        tk.bootstrap_ci([1.0, 2.0, 3.0], n_resamples=1)
+    with pytest.raises(tk.ConfigError, match="n_resamples must be >= 100"):
+        tk.sign_flip_test([1.0, 2.0, 3.0], n_resamples=99)
+    with pytest.warns(UserWarning, match="n_resamples=500 is below 1000"):
+        tk.bootstrap_ci([1.0, 2.0, 3.0], n_resamples=500)
+
+
+def test_multinomial_path_has_the_index_bootstrap_distribution():
+    # 60,000 pass rates over 4 rollouts (5 distinct values): n x B passes the 5e7-cell
+    # threshold, so resamples are multinomial counts. Reference: the normal interval of the
+    # mean, which a bootstrap of 60k values matches to ~1e-4.
+    rng = np.random.default_rng(1)
+    values = rng.binomial(4, 0.3, 60_000) / 4
+    result = tk.bootstrap_ci(values, n_resamples=2000, seed=0)
+    se = values.std() / math.sqrt(values.size)
+    assert result.low == pytest.approx(values.mean() - 1.96 * se, abs=3e-4)
+    assert result.high == pytest.approx(values.mean() + 1.96 * se, abs=3e-4)
+    assert result.standard_error == pytest.approx(se, rel=0.05)

@@ -30,9 +30,11 @@ from toolkit.stats.passk import (
 from toolkit.stats.power import DetectableEffect, HoldoutSize, detectable_effect, holdout_size
 from toolkit.stats.resampling import (
     BootstrapResult,
+    ClusteredMean,
     ConfidenceInterval,
     SignFlipResult,
     bootstrap_ci,
+    clustered_mean,
     sign_flip_test,
 )
 from toolkit.stats.studies import (
@@ -56,6 +58,8 @@ __all__ = [
     "bootstrap_ci",
     "BootstrapResult",
     "ConfidenceInterval",
+    "clustered_mean",
+    "ClusteredMean",
     "sign_flip_test",
     "SignFlipResult",
     "pass_at",

@@ -6,39 +6,51 @@ reward, ``marker:<name>`` = the task's mean marker value). Tasks present in both
 paired, and with ``n`` paired tasks and ``d_i = b_i - a_i``:
 
 * ``delta = mean(d)`` (``math.fsum``);
-* ``ci``: percentile bootstrap of ``mean(d)`` over tasks (Efron & Tibshirani 1993,
-  *An Introduction to the Bootstrap*, ch. 13), via :func:`toolkit.bootstrap_ci`;
+* ``ci``: the interval rule of :mod:`toolkit.stats._intervals` on the differences: Student's
+  t, ``mean(d) +/- t_{n-1} sd(d) / sqrt(n)``, below 30 paired tasks; the percentile bootstrap
+  over tasks (Efron & Tibshirani 1993, ch. 13; :func:`toolkit.bootstrap_ci`) from 30 up;
+  the clustered t with ``cluster=`` (below). ``interval_method`` says which;
 * ``pvalue``: the paired sign-flip test of ``mean(d) = 0`` via
   :func:`toolkit.sign_flip_test`: exact enumeration of all ``2^n`` sign patterns for
   ``n <= 20``, Monte Carlo with ``p = (1 + hits)/(1 + B)`` above (Phipson & Smyth 2010,
   "Permutation p-values should never be zero", SAGMB 9:39);
 * verdict ``b_better`` / ``a_better`` when the interval excludes 0 on that side **and**
   ``p <= 1 - level``; ``no_difference_detected`` otherwise; ``insufficient_data`` when no
-  interval can be formed.
+  interval can be formed (fewer than 3 paired tasks). ``rule`` prints what decided it.
 
-Why both the interval and p. With few tasks the percentile bootstrap is too narrow (it
-resamples n values, so at n = 5 tasks that all moved from 0 to 1 the interval is the point
-(1, 1)), while the exact sign-flip p cannot fall below ``2 / 2^n`` two-sided: 0.125 at 4
-pairs, 0.0625 at 5, 0.03125 at 6. A verdict on the interval alone would call 5 tasks
-significant at 0.05 that no exact test can call significant; requiring both removes that
-false precision (rlhfbook.com ch. 16, "Evaluation", on reporting uncertainty with deltas).
+Why both the interval and p. The exact sign-flip p cannot fall below ``2 / 2^m`` two-sided,
+``m`` the number of paired tasks whose difference is not 0 (a zero flips to itself): 0.125
+at 4, 0.0625 at 5, 0.03125 at 6. Five tasks that all moved from 0 to 1 have the point
+interval (1, 1), and a verdict on the interval alone would call them significant where no
+exact test can; requiring both removes that false precision (rlhfbook.com ch. 16). The
+note names the smallest reachable p whenever it is above alpha, so "add tasks" is said
+with the number that proves it.
 
-Why pairing starts at 5 shared tasks (``MIN_PAIRED_TASKS``). The reference engine says "4
-pairs allow at most 16 sign patterns, min p ~ 0.06"; the real figure is a two-sided minimum
-of 2/16 = 0.125 (0.0625 is the one-sided figure). Five pairs still cannot reach 0.05
-two-sided (min 0.0625); six is the smallest n that can (``ceil(log2(2/alpha))``). We keep
-5 as the switch because at 5 the exact p is already informative (a perfectly consistent
-move reads 0.0625, the next pattern 0.125) and the verdict rule above stops it from being
-over-read; below 5 the paired p is so coarse (at most 16 values) that the unpaired
-comparison of all tasks carries more information.
+Shared tasks are paired at any n. The first version fell back to an unpaired comparison
+below 5 shared tasks, which made the verdict non-monotone in n (issue 14: 4 tasks all
+0 -> 1 read ``b_better`` from an unpaired interval [1, 1], 5 read no difference, 6
+``b_better``). Now 3 and more shared tasks are always read paired, and 2 or fewer give
+``insufficient_data``: measured on all-up suites the verdict is no difference up to 5
+tasks and ``b_better`` from 6 on. Tasks present on one side only are left out and counted
+in the note.
 
-Unpaired fallback (fewer than 5 shared tasks): ``delta = mean(b tasks) - mean(a tasks)``
-over every task of each run, interval from a two-sample percentile bootstrap (each run's
-tasks resampled independently; ``scipy.stats.bootstrap`` with two samples) when both runs
-have at least 3 tasks, no p-value, and the note says it is a weaker test. The verdict reads
-the interval, except that no direction is claimed when even the most extreme split of the
-tasks could not give an exact two-sample permutation p <= alpha (``2 / C(n_a + n_b, n_a)``:
-3 vs 3 tasks -> 0.1): a bootstrap over 3 values per side can look tight and mean nothing.
+No shared task: the two runs measured different task sets. ``delta = mean(b tasks) -
+mean(a tasks)`` with a two-sample percentile bootstrap interval (each run's tasks
+resampled independently, as ``scipy.stats.bootstrap`` does with two samples) when both
+have 3+ tasks, no p, and the verdict ``not_paired``: the difference is as much the task
+sets' as the agents', so no direction is claimed, and ``str()`` starts with
+"NOT PAIRED" (issue 14: 0 of 40 shared tasks read ``b_better`` [+0.30, +0.70]).
+
+Clusters (``cluster=``). Tasks built from one base task or one grid family share most of
+what makes them hard, so they are not independent units; an interval that treats them as
+such is too narrow (issue 14: 20 clusters x 10 tasks, 95% intervals covered 0.673 and the
+paired test had a 0.107 false-positive rate at alpha 0.05). With clusters the interval is
+the clustered t of :func:`toolkit.stats.clustered_mean` (Miller 2024, "Adding Error Bars
+to Evals", arXiv:2411.00640, with the CR1 factor G/(G-1) and t(G-1)) and the sign flips act
+on whole clusters' summed differences (the null "no effect" makes each cluster's sum
+symmetric, while tasks inside a cluster may be dependent). Measured coverage and
+false-positive rates are in ``benchmarks/bench_calibration.py`` and quoted in
+:func:`toolkit.stats.clustered_mean`.
 
 :func:`delta_report` runs :func:`compare_runs` on pass@1 and every marker both sides carry
 (docs/design/engine.md §6.3), reads lower-is-better markers in their direction (``gain_verdict``),
@@ -61,6 +73,18 @@ re-run noise a move), ``q = z_{1-alpha/2}`` for a bare given ``run_std``. A move
 and p both clear) no larger than the band is ``within_eval_noise``. The task bootstrap sees
 rollout noise task by task; the band adds what moves a whole re-run at once (a judge or
 endpoint drifting between runs), which the task bootstrap cannot see.
+
+Many comparisons (``correction=``). Every metric, guard and slice of :func:`delta_report`
+is a test at alpha; with no real change, some metric "moves" in ``1 - (1 - alpha)^m`` of
+reports (issue 14 measured 11% on the stock report). The default ``"holm"`` adjusts the p of
+all ``m`` comparisons that have one by Holm's step-down rule (Holm 1979) and re-reads every
+comparison with the adjusted p and a simultaneous interval at ``1 - alpha/m`` (Bonferroni),
+so the chance that any comparison claims a move when none happened stays at or under
+alpha. ``"bh"`` controls the false discovery rate instead (Benjamini & Hochberg 1995), with
+the false-coverage-rate intervals of Benjamini & Yekutieli (2005) at ``1 - R alpha/m`` (R
+the number of BH rejections). The adjusted p are statsmodels' ``multipletests``; each
+result keeps its unadjusted p in ``raw_pvalue``, and the report prints how many comparisons
+it corrected over.
 
 Where we differ from the reference engine (docs/design/engine.md §6.2-6.4, docs/design/engine.md §9 items 8-9):
 
@@ -130,13 +154,14 @@ from scipy.stats import t as student_t
 
 from toolkit._util.keys import task_key
 from toolkit._util.results import Result
-from toolkit._util.validate import check_count, check_level
+from toolkit._util.validate import check_level
 from toolkit.errors import ConfigError, unknown_name_message
 from toolkit.rows._read import as_row_list
+from toolkit.stats._intervals import mean_interval, task_clusters
 from toolkit.stats._metrics import _marker_names, _per_task_values, _resolve_metric, _row_value
 from toolkit.stats.passk import run_config
 from toolkit.stats.power import holdout_size
-from toolkit.stats.resampling import MIN_UNITS_FOR_INTERVAL, bootstrap_ci, sign_flip_test
+from toolkit.stats.resampling import MIN_UNITS_FOR_INTERVAL, check_resamples, sign_flip_test
 
 __all__ = [
     "compare_runs",
@@ -152,7 +177,9 @@ __all__ = [
     "MIN_PAIRED_TASKS",
 ]
 
-# See the module docstring: 5 pairs is the first n whose exact p reads as evidence.
+# The fewest paired tasks from which the training-seed interval is formed (module docstring,
+# "Training seeds"): at 5 the exact p is already informative (min 0.0625). Comparisons
+# themselves pair at any n (module docstring).
 MIN_PAIRED_TASKS = 5
 
 # Markers where a rise is bad news (docs/design/engine.md §6.3); delta_report reads them downward.
@@ -190,6 +217,7 @@ STABLE_POINTS = 0.7
 # model_version are left out: they differ because the agent is what changed.
 _HELD_FIXED = ("temperature", "max_tokens", "judge_version", "prompt_hash", "user_model", "writer_model")
 _AUTO_SLICE_FIELDS = ("category", "slice")
+_CORRECTIONS = ("holm", "bh")
 
 
 # =========================================================================== compare_runs
@@ -200,9 +228,11 @@ class Comparison(Result):
     """One metric compared between run ``a`` and run ``b`` (``delta`` is b - a).
 
     ``mean_a``/``mean_b`` are over the tasks the comparison used (the shared tasks when
-    paired, every task of each run when unpaired), so ``delta = mean_b - mean_a``.
-    ``min_pvalue`` is the smallest p the exact sign-flip test could give at this n
-    (``2 / 2^n`` two-sided); ``None`` when unpaired or Monte Carlo.
+    paired, every task of each run when not paired), so ``delta = mean_b - mean_a``.
+    ``min_pvalue`` is the smallest p the exact sign-flip test can reach here (``2 / 2^m``
+    two-sided over the ``m`` paired tasks, or clusters, whose difference is not 0); ``None``
+    when not paired. ``rule`` says what decided the verdict; ``interval_method`` how the
+    interval was made (module docstring); ``n_clusters``/``cluster_by`` the clustering.
     """
 
     metric: str
@@ -224,17 +254,27 @@ class Comparison(Result):
     n_skipped_a: int
     n_skipped_b: int
     note: str | None = None
+    rule: str | None = None
+    interval_method: str | None = None
+    n_clusters: int | None = None
+    cluster_by: str | None = None
 
     def __str__(self) -> str:
         if self.delta is None:
             return f"{self.metric}: no delta ({self.note})"
         ci = f"[{self.ci[0]:+.3f}..{self.ci[1]:+.3f}]" if self.ci else "[no interval]"
         p = f"p = {self.pvalue:.4g}" if self.pvalue is not None else "p n/a"
-        where = (
-            f"{self.n_paired} paired tasks" if self.method == "paired"
-            else f"unpaired, {self.n_paired} shared of {self.n_paired + self.n_only_a + self.n_only_b}"
-        )
-        return f"{self.metric}: delta {self.delta:+.3f} {ci}, {p}, {self.verdict} ({where})"
+        if self.method == "paired":
+            where = f"{self.n_paired} paired tasks"
+            if self.n_only_a or self.n_only_b:
+                where += f"; {self.n_only_a} only in a, {self.n_only_b} only in b left out"
+        else:
+            where = f"not paired: {self.n_paired} shared of {self.n_paired + self.n_only_a + self.n_only_b}"
+        if self.n_clusters is not None:
+            where += f", {self.n_clusters} clusters by {self.cluster_by}"
+        head = "NOT PAIRED, compares two task sets: " if self.method == "unpaired" else ""
+        rule = f"; {self.rule}" if self.rule else ""
+        return f"{head}{self.metric}: delta {self.delta:+.3f} {ci}, {p}, {self.verdict} ({where}{rule})"
 
 
 def _two_sample_interval(
@@ -262,6 +302,26 @@ def _two_sample_interval(
     return float(result.confidence_interval.low), float(result.confidence_interval.high)
 
 
+def _decide(
+    ci: tuple[float, float] | None, pvalue: float | None, alpha: float, min_p: float | None, units: str
+) -> tuple[str, str]:
+    """(verdict, the rule that decided it) of a paired comparison."""
+    if ci is None:
+        return "insufficient_data", f"no interval: fewer than {MIN_UNITS_FOR_INTERVAL} paired {units}"
+    verdict = _verdict(ci, pvalue, alpha)
+    p_text = f"p {pvalue:.3g}" if pvalue is not None else "p n/a"
+    if verdict in ("a_better", "b_better"):
+        return verdict, f"interval excludes 0 and {p_text} <= {alpha:g}"
+    if ci[0] > 0 or ci[1] < 0:
+        why = f"interval excludes 0 but {p_text} > {alpha:g}"
+        if min_p is not None and min_p > alpha:
+            why += f" (smallest reachable p {min_p:.3g} with these pairs)"
+        return verdict, why
+    if pvalue is not None and pvalue <= alpha:
+        return verdict, f"{p_text} <= {alpha:g} but the interval covers 0: borderline, read as no difference"
+    return verdict, f"interval covers 0, {p_text}"
+
+
 def _compare_values(
     values_a: Mapping[str, float],
     values_b: Mapping[str, float],
@@ -272,6 +332,9 @@ def _compare_values(
     n_resamples: int,
     skipped_a: int = 0,
     skipped_b: int = 0,
+    clusters: Mapping[str, Any] | None = None,
+    cluster_by: str | None = None,
+    pvalue_override: float | None = None,
 ) -> Comparison:
     alpha = 1.0 - level
     shared = sorted(set(values_a) & set(values_b))
@@ -286,37 +349,50 @@ def _compare_values(
     )
     notes: list[str] = []
 
-    if len(shared) >= MIN_PAIRED_TASKS:
+    if shared:
         diffs = np.array([values_b[t] - values_a[t] for t in shared])
         delta = math.fsum(diffs) / diffs.size
         mean_a = math.fsum(values_a[t] for t in shared) / len(shared)
         mean_b = math.fsum(values_b[t] for t in shared) / len(shared)
-        interval = bootstrap_ci(diffs, level=level, n_resamples=n_resamples, seed=seed)
-        test = sign_flip_test(diffs, n_resamples=n_resamples, seed=seed)
-        ci = None if interval.low is None else (interval.low, interval.high)
-        min_p = 2.0 / 2**diffs.size if test.method == "exact" else None
-        verdict = _verdict(ci, test.pvalue, alpha)
-        if ci is not None and (ci[0] > 0 or ci[1] < 0) and verdict == "no_difference_detected":
-            why = f"the interval excludes 0 but the sign-flip p = {test.pvalue:.4g} does not clear {alpha:g}"
-            if min_p is not None and min_p > alpha:
-                why += (
-                    f"; with {diffs.size} pairs no exact two-sided p can be below 2/2^{diffs.size} "
-                    f"= {min_p:.4g}: add tasks (at least {math.ceil(math.log2(2 / alpha))})"
-                )
-            notes.append(why)
-        elif ci is not None and 0 > ci[0] and ci[1] > 0 and test.pvalue is not None and test.pvalue <= alpha:
-            notes.append("p clears alpha but the interval still covers 0: borderline, read as no difference")
+        labels = None
+        if clusters is not None:
+            missing = [t for t in shared if t not in clusters]
+            if missing:
+                raise ConfigError(f"task {missing[0]!r} has no cluster label on either side")
+            labels = [clusters[t] for t in shared]
+        interval = mean_interval(
+            diffs, clusters=labels, level=level, n_resamples=n_resamples, seed=seed, proportion=False
+        )
+        test = sign_flip_test(diffs, n_resamples=n_resamples, seed=seed, clusters=labels)
+        pvalue = test.pvalue if pvalue_override is None else pvalue_override
+        ci = interval.pair
+        n_clusters = interval.n_clusters if interval.method == "clustered t" else None
+        units = "clusters" if n_clusters is not None or (labels is not None and interval.method == "none") else "tasks"
+        verdict, rule = _decide(ci, pvalue, alpha, test.min_pvalue, units)
+        if test.min_pvalue is not None and test.min_pvalue > alpha and ci is not None:
+            flips = test.n_clusters if test.n_clusters is not None else test.n
+            notes.append(
+                f"with {flips} paired {'clusters' if test.n_clusters is not None else 'tasks'} "
+                f"no exact two-sided p can be below {test.min_pvalue:.4g} (zero differences do not "
+                f"count): add tasks (at least {math.ceil(math.log2(2 / alpha))} that move)"
+            )
+        if only_a or only_b:
+            notes.append(
+                f"{len(shared)} of {union} tasks paired ({only_a} only in a, {only_b} only in b, left out)"
+            )
         if paired_share is not None and paired_share < MIN_PAIRED_SHARE:
-            notes.append(f"most tasks unpaired ({len(shared)} of {union} paired)")
-        if interval.note and ci is not None and ci[0] == ci[1]:
-            notes.append("every paired difference is the same value, so the interval is the point")
+            notes.append("most tasks unpaired: the delta covers a minority of the tasks")
+        if interval.note:
+            notes.append(interval.note)
         return Comparison(
-            delta=delta, ci=ci, pvalue=test.pvalue, verdict=verdict, mean_a=mean_a, mean_b=mean_b,
-            method="paired", pvalue_method=test.method, min_pvalue=min_p,
-            note="; ".join(notes) or None, **base,
+            delta=delta, ci=ci, pvalue=pvalue, verdict=verdict, mean_a=mean_a, mean_b=mean_b,
+            method="paired", pvalue_method=test.method + (" (cluster flips)" if test.n_clusters else ""),
+            min_pvalue=test.min_pvalue, note="; ".join(notes) or None, rule=rule,
+            interval_method=interval.method, n_clusters=n_clusters,
+            cluster_by=cluster_by if n_clusters is not None else None, **base,
         )
 
-    # Unpaired fallback.
+    # No shared task: two different task sets.
     if not values_a or not values_b:
         empty = "a" if not values_a else "b"
         if not values_a and not values_b:
@@ -327,41 +403,29 @@ def _compare_values(
             method="none", pvalue_method=None, min_pvalue=None,
             note=f"no task carries {metric} in {empty}; "
             + ("grade the rows first" if metric == "pass_at_1" else "measure it on both runs"),
-            **base,
+            rule="nothing to compare", **base,
         )
     array_a = np.array(list(values_a.values()))
     array_b = np.array(list(values_b.values()))
     mean_a = math.fsum(array_a) / array_a.size
     mean_b = math.fsum(array_b) / array_b.size
     notes.append(
-        f"fewer than {MIN_PAIRED_TASKS} shared tasks ({len(shared)}); unpaired comparison is a "
-        "weaker test (no p-value); run both sides on the same tasks"
+        f"no task is in both runs ({array_a.size} in a, {array_b.size} in b): the delta compares two "
+        "task sets, not two agents, so no direction is claimed; run both sides on the same tasks"
     )
     ci = None
-    verdict = "insufficient_data"
     if array_a.size >= MIN_UNITS_FOR_INTERVAL and array_b.size >= MIN_UNITS_FOR_INTERVAL:
         ci = _two_sample_interval(array_b, array_a, level, n_resamples, seed)
-        verdict = _verdict(ci, None, alpha)
-        # The smallest two-sided p any exact two-sample permutation test can give at these
-        # sizes is 2 / C(n_a + n_b, n_a) (the observed split and its mirror); when even that
-        # exceeds alpha (3 vs 3 tasks: 2/20 = 0.1) no direction can be claimed, however
-        # narrow the bootstrap interval of so few values looks.
-        min_p = 2.0 / math.comb(array_a.size + array_b.size, array_a.size)
-        if min_p > alpha and verdict in ("a_better", "b_better"):
-            verdict = "no_difference_detected"
-            notes.append(
-                f"the interval excludes 0, but with {array_a.size} and {array_b.size} tasks no "
-                f"exact test can reach p <= {alpha:g} (smallest possible p {min_p:.3g}); add tasks"
-            )
     else:
         notes.append(
             f"no interval: run a has {array_a.size} task(s) and run b {array_b.size}; each needs "
             f"at least {MIN_UNITS_FOR_INTERVAL}"
         )
     return Comparison(
-        delta=mean_b - mean_a, ci=ci, pvalue=None, verdict=verdict,
+        delta=mean_b - mean_a, ci=ci, pvalue=None, verdict="not_paired",
         mean_a=mean_a, mean_b=mean_b, method="unpaired", pvalue_method=None, min_pvalue=None,
-        note="; ".join(notes), **base,
+        note="; ".join(notes), rule="no shared task: a two-sample interval of two task sets, no verdict",
+        interval_method="two-sample percentile bootstrap" if ci else None, **base,
     )
 
 
@@ -388,6 +452,7 @@ def compare_runs(
     level: float = 0.95,
     seed: int | np.random.Generator = 0,
     n_resamples: int = 10_000,
+    cluster: Any = None,
 ) -> Comparison:
     """Compare run ``b`` with run ``a`` on one metric, task by task (``delta`` = b - a).
 
@@ -398,14 +463,22 @@ def compare_runs(
         mean of numeric rewards) or ``"marker:<name>"`` (per-task mean of that marker; a
         bare marker name works too). Unknown names raise with the nearest valid name.
     level : confidence level of the interval; the test's alpha is ``1 - level``.
-    seed, n_resamples : for the bootstrap and (n > 20) the Monte Carlo sign flips.
+    seed, n_resamples : for the bootstrap and (n > 20) the Monte Carlo sign flips;
+        ``n_resamples`` at least 100 (below 1,000 it warns).
+    cluster : None, ``"auto"``, a row field (dotted) or ``callable(row)``
+        Tasks that share a cluster (a base task, a grid family) are not independent: the
+        interval becomes the clustered t of Miller (2024) and the sign flips act on whole
+        clusters (module docstring, "Clusters"). ``"auto"`` uses the first of ``cluster``,
+        ``cluster_id``, ``task_family``, ``scenario_dimensions.tool`` every row carries.
+        Labels are read from both runs and must agree on a task. Default None.
 
     Returns
     -------
     Comparison: ``delta``, ``ci``, ``pvalue``, ``verdict`` (b_better / a_better /
-    no_difference_detected / insufficient_data), ``n_paired``, ``n_only_a``, ``n_only_b``,
-    ``paired_share``, ``mean_a``, ``mean_b``, ``method`` (paired / unpaired / none),
-    ``note``. Formulas and the verdict rule: module docstring.
+    no_difference_detected / insufficient_data / not_paired), ``n_paired``, ``n_only_a``,
+    ``n_only_b``, ``paired_share``, ``mean_a``, ``mean_b``, ``method`` (paired / unpaired /
+    none), ``rule``, ``interval_method``, ``n_clusters``, ``note``. Formulas and the verdict
+    rule: module docstring.
 
     >>> a = [{"task_id": str(i), "reward": 0, "prompt": "", "steps": [], "final_text": ""} for i in range(6)]
     >>> b = [dict(row, reward=1) for row in a]
@@ -415,14 +488,28 @@ def compare_runs(
     rows_a = as_row_list(a, "a")
     rows_b = as_row_list(b, "b")
     level = check_level("level", level)
-    n_resamples = check_count("n_resamples", n_resamples)
+    n_resamples = check_resamples(n_resamples)
     metric = _resolve_metric(metric, _marker_names(rows_a) | _marker_names(rows_b))
+    labels, cluster_by, cluster_missing = _clusters_of(rows_a, rows_b, cluster)
     values_a, skipped_a = _per_task_values(rows_a, metric)
     values_b, skipped_b = _per_task_values(rows_b, metric)
-    return _compare_values(
+    comparison = _compare_values(
         values_a, values_b, metric, level=level, seed=seed, n_resamples=n_resamples,
-        skipped_a=skipped_a, skipped_b=skipped_b,
+        skipped_a=skipped_a, skipped_b=skipped_b, clusters=labels, cluster_by=cluster_by,
     )
+    if cluster_missing:
+        comparison = dataclasses.replace(comparison, note="; ".join(filter(None, [comparison.note, cluster_missing])))
+    return comparison
+
+
+def _clusters_of(
+    rows_a: Sequence[Mapping[str, Any]], rows_b: Sequence[Mapping[str, Any]], cluster: Any
+) -> tuple[dict[str, Any] | None, str | None, str | None]:
+    """(task -> cluster over both runs, what was used, why none was found) for ``cluster=``."""
+    labels, used = task_clusters([*rows_a, *rows_b], cluster)
+    if labels is None:
+        return None, None, used
+    return labels, used, None
 
 
 # =========================================================================== noise band
@@ -686,6 +773,10 @@ class MetricDelta(Result):
     train_df: float | None = None
     task_ci: tuple[float, float] | None = None
     task_pvalue: float | None = None
+    rule: str | None = None
+    interval_method: str | None = None
+    n_clusters: int | None = None
+    raw_pvalue: float | None = None
 
     def __str__(self) -> str:
         if self.delta is None:
@@ -700,9 +791,14 @@ class MetricDelta(Result):
             if n is not None
         ]
         seeds_text = f", training seeds: {', '.join(seeds)}" if seeds else ""
+        clusters = f", {self.n_clusters} clusters" if self.n_clusters is not None else ""
+        if self.raw_pvalue is not None and self.pvalue is not None and self.raw_pvalue != self.pvalue:
+            p += f" (raw {self.raw_pvalue:.3g})"
+        rule = f"; {self.rule}" if self.rule else ""
+        head = "NOT PAIRED " if self.method == "unpaired" else ""
         return (
-            f"{self.metric}{arrow}: {self.mean_before:.3f} -> {self.mean_after:.3f}, delta "
-            f"{self.delta:+.3f} {ci}, {p}, {self.gain_verdict} (n={self.n_paired}{band}{seeds_text})"
+            f"{head}{self.metric}{arrow}: {self.mean_before:.3f} -> {self.mean_after:.3f}, delta "
+            f"{self.delta:+.3f} {ci}, {p}, {self.gain_verdict} (n={self.n_paired}{clusters}{band}{seeds_text}{rule})"
         )
 
 
@@ -731,13 +827,20 @@ class SliceDelta(Result):
     low_n: bool
     weak: bool
     note: str | None = None
+    rule: str | None = None
+    raw_pvalue: float | None = None
 
     def __str__(self) -> str:
         if self.delta is None:
             return f"{self.by}={self.value}: {self.gain_verdict}"
         ci = f"[{self.ci[0]:+.3f}..{self.ci[1]:+.3f}]" if self.ci else "[no interval]"
         flags = "".join((" low n" if self.low_n else "", " weak" if self.weak else ""))
-        return f"{self.by}={self.value}: delta {self.delta:+.3f} {ci}, {self.gain_verdict} (n={self.n_paired}{flags})"
+        p = f", p {self.pvalue:.3g}" if self.pvalue is not None else ""
+        rule = f"; {self.rule}" if self.rule else ""
+        return (
+            f"{self.by}={self.value}: delta {self.delta:+.3f} {ci}{p}, {self.gain_verdict} "
+            f"(n={self.n_paired}{flags}{rule})"
+        )
 
 
 @dataclass(frozen=True)
@@ -775,6 +878,10 @@ class DeltaReport(Result):
     trained_arms: tuple[str, ...] = ()
     n_train_runs_before: int | None = None
     n_train_runs_after: int | None = None
+    correction: str | None = None
+    n_comparisons: int = 0
+    interval_level: float | None = None
+    cluster_by: str | None = None
 
     def __getitem__(self, name: str) -> MetricDelta:
         for metric in self.metrics:
@@ -824,6 +931,15 @@ class DeltaReport(Result):
         lines.append(
             f"  ok={self.ok}; target {self.target}; {runs}; noise floor: {self.noise_source or 'none'}"
         )
+        if self.correction is not None:
+            lines.append(
+                f"  {self.n_comparisons} comparisons, {self.correction}-adjusted p; intervals at "
+                f"{self.interval_level:.2%} (simultaneous)"
+            )
+        else:
+            lines.append(f"  {self.n_comparisons} comparison(s), no multiplicity correction")
+        if self.cluster_by is not None:
+            lines.append(f"  clustered by {self.cluster_by}")
         for metric in self.metrics:
             lines.append(f"  {metric}")
         if self.slices:
@@ -1071,7 +1187,10 @@ def _seed_interval(
         components.append((std**2 / len(means), len(means) - 1))
     total = math.fsum(v for v, _ in components)
     if total == 0.0:
-        return _SeedInterval(delta, (delta, delta), 1.0 if delta == 0.0 else 0.0, None, stds[0], stds[1])
+        # No spread anywhere: a t p is undefined (x/0), and the 0 it used to print claimed a
+        # certainty that a few seeds and tasks cannot carry (issue 14). The exact sign-flip p
+        # of the paired differences is what this data can say, so it stands in.
+        return _SeedInterval(delta, (delta, delta), float(sign_flip_test(diffs).pvalue), None, stds[0], stds[1])
     # df = sum over trained arms of (n_arm - 1), as the reference does. Measured (4000
     # simulated studies, 20 tasks, seed sd 0.03-0.2): Welch-Satterthwaite df covered only
     # 0.88-0.91 at 2 seeds and 0.93-0.94 at 3 (nominal 0.95); this df covered 0.95-1.0.
@@ -1145,6 +1264,8 @@ def delta_report(
     alpha: float = 0.05,
     seed: int | np.random.Generator = 0,
     n_resamples: int = 10_000,
+    cluster: Any = None,
+    correction: str | None = "holm",
 ) -> DeltaReport:
     """Before/after report on held-out tasks: did the change help, and can we tell?
 
@@ -1188,7 +1309,17 @@ def delta_report(
         ``seed + 100 + j``; a Generator is shared by all of them, in that order.
     n_resamples : int, optional
         Bootstrap resamples, and Monte Carlo sign-flip patterns when the test is not exact;
-        an integer ``>= 1``, default 10,000.
+        an integer ``>= 100`` (below 1,000 it warns), default 10,000.
+    cluster : None, "auto", str or callable, optional
+        Cluster key of the tasks (as in :func:`compare_runs`): every metric and slice then
+        uses the clustered t interval and cluster sign flips. Default None.
+    correction : "holm", "bh" or None, optional
+        Multiple-comparison correction over every metric, guard and slice that has a p
+        (module docstring, "Many comparisons"): ``"holm"`` (default; family-wise error,
+        Holm 1979, with Bonferroni simultaneous intervals at ``1 - alpha/m``), ``"bh"``
+        (false discovery rate, Benjamini & Hochberg 1995, with the false-coverage-rate
+        intervals of Benjamini & Yekutieli 2005 at ``1 - R alpha/m``), or None (each at
+        ``alpha``, with a warning from 4 comparisons up).
 
     Returns
     -------
@@ -1209,7 +1340,9 @@ def delta_report(
     rows_before = as_row_list(before, "before")
     rows_after = as_row_list(after, "after")
     alpha = check_level("alpha", alpha)
-    n_resamples = check_count("n_resamples", n_resamples)
+    if correction is not None and correction not in _CORRECTIONS:
+        raise ConfigError(unknown_name_message("correction", str(correction), (*_CORRECTIONS, "None")))
+    n_resamples = check_resamples(n_resamples)
     level = 1.0 - alpha
     markers_before, markers_after = _marker_names(rows_before), _marker_names(rows_after)
     markers_any = markers_before | markers_after
@@ -1270,16 +1403,19 @@ def delta_report(
                 floors[name] = pooled
                 noise_source = "estimated from lineage.eval_run"
 
+    # ---- clusters (read over both sides: a task's label must agree)
+    cluster_labels, cluster_by, cluster_missing = _clusters_of(rows_before, rows_after, cluster)
+
     # ---- per-metric comparisons
-    results: list[MetricDelta] = []
-    for index, name in enumerate(ordered):
+    def measure_metric(index: int, name: str, level_m: float, p_adjusted: float | None) -> MetricDelta:
         _, skipped_before = _per_task_values(rows_before, name)
         _, skipped_after = _per_task_values(rows_after, name)
         values_before = _seed_task_values(rows_before, name, "before" in trained)[0]
         values_after = _seed_task_values(rows_after, name, "after" in trained)[0]
         comparison = _compare_values(
-            values_before, values_after, name, level=level, seed=_offset_seed(seed, index),
+            values_before, values_after, name, level=level_m, seed=_offset_seed(seed, index),
             n_resamples=n_resamples, skipped_a=skipped_before, skipped_b=skipped_after,
+            clusters=cluster_labels, cluster_by=cluster_by, pvalue_override=p_adjusted,
         )
         is_down = name.startswith("marker:") and name[len("marker:"):] in downward
         floor = floors.get(name)
@@ -1291,7 +1427,10 @@ def delta_report(
                 ("target", name == target), ("guard", name in guards), ("proxy", name == proxy_metric),
             ) if present
         )
-        seeded = _seed_interval(rows_before, rows_after, name, trained, alpha) if trained else None
+        seeded = _seed_interval(rows_before, rows_after, name, trained, 1.0 - level_m) if trained else None
+        raw_seed_p = seeded.pvalue if seeded else None
+        if seeded is not None and p_adjusted is not None:
+            seeded = dataclasses.replace(seeded, pvalue=p_adjusted)
         ci, pvalue, verdict, gain = _read_moves(
             comparison, seeded, seed_counts, is_down, band, unreplicated, alpha
         )
@@ -1300,7 +1439,10 @@ def delta_report(
             note = "; ".join(filter(None, [
                 note, f"training-seed variance not added (it needs {MIN_PAIRED_TASKS}+ paired tasks)",
             ]))
-        results.append(MetricDelta(
+        rule = comparison.rule
+        if seeded is not None and verdict != comparison.verdict:
+            rule = f"the seed-aware t interval and the task-level reading disagree ({comparison.rule})"
+        return MetricDelta(
             metric=name, roles=roles, direction="lower_is_better" if is_down else "higher_is_better",
             delta=comparison.delta, ci=ci, pvalue=pvalue, verdict=verdict, gain_verdict=gain,
             n_paired=comparison.n_paired, n_only_before=comparison.n_only_a,
@@ -1316,7 +1458,37 @@ def delta_report(
             train_df=seeded.df if seeded else None,
             task_ci=comparison.ci if seeded else None,
             task_pvalue=comparison.pvalue if seeded else None,
-        ))
+            rule=rule, interval_method=comparison.interval_method, n_clusters=comparison.n_clusters,
+            raw_pvalue=_deciding_p(comparison.pvalue, raw_seed_p) if p_adjusted is None else None,
+        )
+
+    slice_args = dict(
+        target_down=target in {f"marker:{d}" for d in downward}, alpha=alpha, seed=seed,
+        n_resamples=n_resamples, unreplicated=unreplicated and target not in floors, trained=trained,
+        clusters=cluster_labels, cluster_by=cluster_by,
+    )
+    results = [measure_metric(index, name, level, None) for index, name in enumerate(ordered)]
+    slices, slice_by = _slices(rows_before, rows_after, by, target, level=level, **slice_args)
+
+    # ---- many comparisons: adjust p over metrics, guards and slices, then re-read every
+    # comparison with simultaneous intervals and the adjusted p (module docstring).
+    family = [m.raw_pvalue for m in results] + [part.raw_pvalue for part in slices]
+    tested = [i for i, value in enumerate(family) if value is not None]
+    interval_level = level
+    if correction is not None and len(tested) >= 2:
+        adjusted_all, interval_alpha = _adjust(family, tested, alpha, correction)
+        interval_level = 1.0 - interval_alpha
+        raw_metrics = [m.raw_pvalue for m in results]
+        raw_slices = [part.raw_pvalue for part in slices]
+        results = [
+            dataclasses.replace(measure_metric(index, name, interval_level, adjusted_all[index]), raw_pvalue=raw)
+            for index, (name, raw) in enumerate(zip(ordered, raw_metrics))
+        ]
+        slice_p = adjusted_all[len(ordered):]
+        slices, slice_by = _slices(
+            rows_before, rows_after, by, target, level=interval_level, p_adjusted=slice_p, **slice_args,
+        )
+        slices = [dataclasses.replace(part, raw_pvalue=raw) for part, raw in zip(slices, raw_slices)]
     by_name = {m.metric: m for m in results}
     target_delta = by_name[target]
 
@@ -1337,17 +1509,26 @@ def delta_report(
             f"situations: only {len(shared_tasks)} of {len(union)} tasks appear on both sides; "
             "replay the same tasks (simulate(tasks=...)) before comparing"
         )
+    elif len(shared_tasks) < len(union):
+        warnings.append(
+            f"{len(shared_tasks)} of {len(union)} tasks are on both sides ({len(keys_before - keys_after)} only "
+            f"before, {len(keys_after - keys_before)} only after): every delta is over the shared ones; "
+            "a task that failed to run on one side is missing from the comparison, not counted as a loss"
+        )
     config_before, config_after = run_config(rows_before), run_config(rows_after)
     answered_check = _answered_gap(config_before, config_after, target_delta.noise_band)
     if answered_check:
         not_comparable.append(answered_check)
     warnings.extend(_config_warnings(config_before, config_after, target))
-    if len(ordered) >= FAMILY_WARNING_METRICS:
-        family = 1.0 - (1.0 - alpha) ** len(ordered)
+    if cluster_missing:
+        warnings.append(cluster_missing)
+    n_comparisons = len(tested)
+    if correction is None and n_comparisons >= FAMILY_WARNING_METRICS:
+        chance = 1.0 - (1.0 - alpha) ** n_comparisons
         warnings.append(
-            f"{len(ordered)} metrics at alpha {alpha:g}: the chance that at least one moves by "
-            f"luck is 1 - {1 - alpha:g}^{len(ordered)} = {family:.3f}; trust the target, read "
-            "the rest as leads"
+            f"{n_comparisons} comparisons at alpha {alpha:g} with correction=None: the chance that at "
+            f"least one moves by luck is up to 1 - {1 - alpha:g}^{n_comparisons} = {chance:.3f}; trust the "
+            "target, read the rest as leads (or pass correction='holm')"
         )
     warnings.extend(_ceiling_warnings(rows_before, rows_after, target, target_delta, downward))
     eval_runs_missing = _partly_labelled(rows_before) or _partly_labelled(rows_after)
@@ -1381,13 +1562,6 @@ def delta_report(
                 "whether it is re-run noise"
             )
 
-    # ---- slices
-    slices, slice_by = _slices(
-        rows_before, rows_after, by, target, target in {f"marker:{d}" for d in downward},
-        level=level, alpha=alpha, seed=seed, n_resamples=n_resamples,
-        unreplicated=unreplicated and target not in floors, trained=trained,
-    )
-
     # ---- headline and ok
     headline = _headline(not_comparable, failed, target_delta, unreplicated, seed_counts)
     # Nothing measured is not "no regression": a gate reading ok must not pass empty data.
@@ -1412,6 +1586,8 @@ def delta_report(
         noise_source=noise_source, slice_by=slice_by, alpha=alpha,
         n_rows_before=len(rows_before), n_rows_after=len(rows_after),
         trained_arms=trained, n_train_runs_before=seed_counts[0], n_train_runs_after=seed_counts[1],
+        correction=correction if len(tested) >= 2 else None, n_comparisons=n_comparisons,
+        interval_level=interval_level, cluster_by=cluster_by,
     )
 
 
@@ -1620,6 +1796,9 @@ def _slices(
     n_resamples: int,
     unreplicated: bool,
     trained: tuple[str, ...] = (),
+    clusters: Mapping[str, Any] | None = None,
+    cluster_by: str | None = None,
+    p_adjusted: Sequence[float | None] | None = None,
 ) -> tuple[list[SliceDelta], str | None]:
     if by is False:
         return [], None
@@ -1658,11 +1837,16 @@ def _slices(
         _, skipped_after = _per_task_values(part_after, target)
         values_before = _seed_task_values(part_before, target, "before" in trained)[0]
         values_after = _seed_task_values(part_after, target, "after" in trained)[0]
+        adjusted = p_adjusted[index] if p_adjusted is not None else None
         comparison = _compare_values(
             values_before, values_after, target, level=level, seed=_offset_seed(seed, 100 + index),
             n_resamples=n_resamples, skipped_a=skipped_before, skipped_b=skipped_after,
+            clusters=clusters, cluster_by=cluster_by, pvalue_override=adjusted,
         )
-        seeded = _seed_interval(part_before, part_after, target, trained, alpha) if trained else None
+        seeded = _seed_interval(part_before, part_after, target, trained, 1.0 - level) if trained else None
+        raw_seed_p = seeded.pvalue if seeded else None
+        if seeded is not None and adjusted is not None:
+            seeded = dataclasses.replace(seeded, pvalue=adjusted)
         ci, pvalue, verdict, gain = _read_moves(
             comparison, seeded, _seed_counts(part_before, part_after, trained), target_down,
             None, unreplicated, alpha,
@@ -1679,9 +1863,41 @@ def _slices(
             n_paired=comparison.n_paired, n_only_before=comparison.n_only_a,
             n_only_after=comparison.n_only_b, mean_before=comparison.mean_a,
             mean_after=mean_after, low_n=comparison.n_paired < min_tasks, weak=weak,
-            note=comparison.note,
+            note=comparison.note, rule=comparison.rule,
+            raw_pvalue=_deciding_p(comparison.pvalue, raw_seed_p) if adjusted is None else None,
         ))
     return out, label
+
+
+def _deciding_p(task_p: float | None, seed_p: float | None) -> float | None:
+    """The p a move must clear: with training seeds both readings must, so the larger."""
+    present = [p for p in (task_p, seed_p) if p is not None]
+    return max(present) if present else None
+
+
+def _adjust(
+    family: Sequence[float | None], tested: Sequence[int], alpha: float, correction: str
+) -> tuple[list[float | None], float]:
+    """(adjusted p per family member, None where untested; the alpha of the intervals).
+
+    Holm (1979) step-down adjusted p controls the family-wise error; its simultaneous
+    intervals are Bonferroni's at alpha/m. Benjamini-Hochberg (1995) adjusted p controls the
+    false discovery rate; the matching intervals are Benjamini & Yekutieli's (2005)
+    false-coverage-rate intervals at R alpha/m, R the number of BH rejections (alpha/m when
+    none). ``statsmodels.stats.multitest.multipletests`` computes the adjusted p.
+    """
+    from statsmodels.stats.multitest import multipletests
+
+    raw = np.array([family[i] for i in tested], dtype=float)
+    m = raw.size
+    method = "holm" if correction == "holm" else "fdr_bh"
+    reject, adjusted, _, _ = multipletests(raw, alpha=alpha, method=method)
+    out: list[float | None] = [None] * len(family)
+    for position, index in enumerate(tested):
+        out[index] = float(adjusted[position])
+    if correction == "holm":
+        return out, alpha / m
+    return out, alpha * max(1, int(reject.sum())) / m
 
 
 def _tasks_needed(

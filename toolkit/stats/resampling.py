@@ -62,12 +62,14 @@ from __future__ import annotations
 
 import inspect
 import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import numpy as np
 from scipy.special import ndtr, ndtri
+from scipy.stats import t as student_t
 
 from toolkit._util.results import Result
 from toolkit._util.validate import check_count, check_level
@@ -76,6 +78,8 @@ from toolkit.errors import ConfigError, unknown_name_message
 __all__ = [
     "bootstrap_ci",
     "BootstrapResult",
+    "clustered_mean",
+    "ClusteredMean",
     "ConfidenceInterval",
     "sign_flip_test",
     "SignFlipResult",
@@ -104,6 +108,25 @@ EXACT_MAX_N = 40
 # Tie tolerance relative to sum|d| / n (the mean's scale); see the module docstring.
 _TIE_RTOL = 1e-12
 
+# Fewer than 100 resamples put a 95% bound on the 2nd or 3rd order statistic of the
+# resampled means: the bound is noise (refused). Below 1,000 the bound's own Monte Carlo
+# error (about 0.4 x se at B = 500 for a 2.5% tail, Efron & Tibshirani 1993 §19.3) is still
+# visible in the second printed digit, so it is allowed with a warning.
+MIN_RESAMPLES = 100
+WARN_RESAMPLES = 1_000
+
+# The multinomial path of the bootstrap mean: when the units take few distinct values (a
+# pass rate over k rollouts takes k + 1), a resample is fully described by how many times
+# each value was drawn, so B multinomial count vectors give exactly the distribution of B
+# index resamples at O(B x distinct) cost. Used once n x B passes 5e7 cells (the index path
+# measured ~0.9 s per 1e8 cells on this machine); below that the index path keeps the
+# interval equal to scipy's to the last bit.
+_MULTINOMIAL_MIN_CELLS = 50_000_000
+_MULTINOMIAL_MAX_DISTINCT = 256
+# Above this many cells a bootstrap with many distinct values cuts its resample count
+# (never below MIN_RESAMPLES x 2) and says so: 2e8 cells is about 2 s here.
+_MAX_INDEX_CELLS = 200_000_000
+
 _STATISTICS = ("mean", "median")
 _METHODS = ("percentile", "bca")
 _ALTERNATIVES = ("two-sided", "greater", "less")
@@ -124,8 +147,27 @@ class ConfidenceInterval(NamedTuple):
     high: float | None
 
 
+class _HasInterval:
+    """``low``/``high`` read from ``confidence_interval``; ``to_dict`` spells it out."""
+
+    confidence_interval: ConfidenceInterval
+
+    @property
+    def low(self) -> float | None:
+        return self.confidence_interval.low
+
+    @property
+    def high(self) -> float | None:
+        return self.confidence_interval.high
+
+    def to_dict(self) -> dict[str, Any]:
+        out = super().to_dict()  # type: ignore[misc]
+        out["confidence_interval"] = {"low": _float_or_none(self.low), "high": _float_or_none(self.high)}
+        return out
+
+
 @dataclass(frozen=True)
-class BootstrapResult(Result):
+class BootstrapResult(_HasInterval, Result):
     """A bootstrap interval over units (tasks).
 
     ``confidence_interval`` has ``.low``/``.high`` (``None`` with ``note`` when no interval
@@ -141,19 +183,8 @@ class BootstrapResult(Result):
     level: float
     n_resamples: int
     note: str | None = None
-
-    @property
-    def low(self) -> float | None:
-        return self.confidence_interval.low
-
-    @property
-    def high(self) -> float | None:
-        return self.confidence_interval.high
-
-    def to_dict(self) -> dict[str, Any]:
-        out = super().to_dict()
-        out["confidence_interval"] = {"low": _float_or_none(self.low), "high": _float_or_none(self.high)}
-        return out
+    n_clusters: int | None = None
+    clustered_se: float | None = None
 
     def __str__(self) -> str:
         if self.estimate is None:
@@ -161,10 +192,12 @@ class BootstrapResult(Result):
         interval = (
             f"[{self.low:.4g}..{self.high:.4g}]" if self.low is not None else "[no interval]"
         )
-        return (
+        units = f"{self.n} units" if self.n_clusters is None else f"{self.n} units in {self.n_clusters} clusters"
+        text = (
             f"{self.estimate:.4g} {interval} ({self.level:.0%} {self.method}, "
-            f"{self.n} units, {self.n_resamples} resamples)"
+            f"{units}, {self.n_resamples} resamples)"
         )
+        return text + (f": {self.note}" if self.note and self.low is not None else "")
 
 
 @dataclass(frozen=True)
@@ -184,6 +217,8 @@ class SignFlipResult(Result):
     n_resamples: int | None
     mc_standard_error: float | None
     note: str | None = None
+    min_pvalue: float | None = None
+    n_clusters: int | None = None
 
     def __str__(self) -> str:
         if self.pvalue is None:
@@ -193,9 +228,45 @@ class SignFlipResult(Result):
             if self.method == "exact"
             else f"{self.n_resamples} random patterns, MC se {self.mc_standard_error:.2g}"
         )
+        pairs = f"{self.n} pairs" if self.n_clusters is None else f"{self.n} pairs flipped in {self.n_clusters} clusters"
         return (
             f"mean diff {self.statistic:+.4g}, p = {self.pvalue:.4g} "
-            f"({self.alternative}, {self.n} pairs, {draws})"
+            f"({self.alternative}, {pairs}, {draws})"
+        )
+
+
+@dataclass(frozen=True)
+class ClusteredMean(_HasInterval, Result):
+    """A mean over units with the cluster-robust standard error of Miller (2024).
+
+    ``standard_error`` is the clustered one (with the ``G / (G - 1)`` small-sample factor),
+    ``naive_standard_error`` the one that treats units as independent (``sd / sqrt(n)``),
+    ``design_effect`` their squared ratio (how many times the naive variance is too
+    small). ``confidence_interval`` is ``estimate +/- t_{G-1} x standard_error``; it covers
+    the mean of the population the *clusters* were drawn from.
+    """
+
+    estimate: float | None
+    standard_error: float | None
+    naive_standard_error: float | None
+    design_effect: float | None
+    confidence_interval: ConfidenceInterval
+    n: int
+    n_clusters: int
+    df: int | None
+    level: float
+    note: str | None = None
+
+    def __str__(self) -> str:
+        if self.estimate is None:
+            return f"no estimate (n={self.n}): {self.note}"
+        if self.low is None:
+            return f"{self.estimate:.4g} [no interval] ({self.n} units in {self.n_clusters} clusters): {self.note}"
+        deff = f", design effect {self.design_effect:.2f}" if self.design_effect is not None else ""
+        return (
+            f"{self.estimate:.4g} [{self.low:.4g}..{self.high:.4g}] ({self.level:.0%} clustered t, "
+            f"{self.n} units in {self.n_clusters} clusters, se {self.standard_error:.3g}{deff})"
+            + (f": {self.note}" if self.note else "")
         )
 
 
@@ -237,6 +308,124 @@ def _as_values(values: Any, name: str) -> np.ndarray:
     return array
 
 
+def check_resamples(value: Any, name: str = "n_resamples") -> int:
+    """``value`` as an int >= ``MIN_RESAMPLES`` (100); below ``WARN_RESAMPLES`` (1,000) it warns."""
+    number = check_count(name, value)
+    if number < MIN_RESAMPLES:
+        raise ConfigError(
+            f"{name} must be >= {MIN_RESAMPLES}; got {number}: with so few resamples a 95% bound "
+            "sits on the 2nd or 3rd resampled value, which is noise (10,000 is the default)"
+        )
+    if number < WARN_RESAMPLES:
+        warnings.warn(
+            f"{name}={number} is below {WARN_RESAMPLES}: the interval's ends carry visible Monte "
+            "Carlo error; use it for a quick look only",
+            UserWarning,
+            stacklevel=3,
+        )
+    return number
+
+
+def cluster_codes(clusters: Any, n: int, name: str = "clusters") -> tuple[np.ndarray, int]:
+    """Integer codes 0..G-1 (in order of first appearance) for ``n`` cluster labels, and G.
+
+    Labels are any hashable values; None (a unit without a cluster) is refused by position.
+    """
+    if isinstance(clusters, (str, bytes)) or isinstance(clusters, dict):
+        raise TypeError(f"{name} must be a sequence of labels, one per unit; got {type(clusters).__name__}")
+    labels = list(clusters)
+    if len(labels) != n:
+        raise ConfigError(f"{name} has {len(labels)} labels for {n} values; give one label per value")
+    index: dict[Any, int] = {}
+    codes = np.empty(n, dtype=np.int64)
+    for position, label in enumerate(labels):
+        if label is None or (isinstance(label, float) and math.isnan(label)):
+            raise ConfigError(f"{name}[{position}] is {label!r}; every unit needs a cluster label")
+        try:
+            codes[position] = index.setdefault(label, len(index))
+        except TypeError:
+            raise TypeError(f"{name}[{position}] is {type(label).__name__}, which cannot label a cluster (not hashable)") from None
+    return codes, len(index)
+
+
+def _clustered_se(data: np.ndarray, codes: np.ndarray, n_clusters: int) -> float:
+    """Miller (2024) eq. for the clustered se of a mean, with the CR1 factor sqrt(G/(G-1))."""
+    residual_sums = np.bincount(codes, weights=data - data.mean(), minlength=n_clusters)
+    return float(math.sqrt(n_clusters / (n_clusters - 1) * float(np.sum(residual_sums**2))) / data.size)
+
+
+def clustered_mean(values: Any, clusters: Any, level: float = 0.95) -> ClusteredMean:
+    """Mean of ``values`` with a cluster-robust standard error and t interval.
+
+    For units ``i`` in clusters ``c = 1..G`` with mean ``x-bar`` (Miller 2024, "Adding Error
+    Bars to Evals", arXiv:2411.00640, §2.2; Liang & Zeger 1986; Cameron & Miller 2015):
+
+        se_C = sqrt( G / (G - 1) x sum_c ( sum_{i in c} (x_i - x-bar) )^2 ) / n
+
+    and the interval ``x-bar +/- t_{1-(1-level)/2}(G - 1) x se_C``. The ``G / (G - 1)``
+    factor and the t quantile with ``G - 1`` degrees of freedom are the usual small-sample
+    corrections (CR1; Cameron & Miller 2015, §VI); Miller's paper gives the se without
+    them.
+
+    Measured coverage of the 95% interval (``benchmarks/bench_calibration.py``; 2,000
+    simulated suites per cell, Monte Carlo error +/- 0.005; per-task pass rates over 4
+    rollouts, logit p = cluster effect + task effect, sd 1 each): 0.952 at 20 clusters x
+    10 tasks and 0.950 at 50 x 4, where the interval that ignores clusters covers 0.69 and
+    0.86. A cluster bootstrap of the same data covers 0.936 and 0.947, and one that also
+    resamples tasks inside the clusters 0.957 and 0.970 (too wide at 50 x 4), which is why
+    the analytic interval is the one our results print.
+
+    Parameters
+    ----------
+    values : sequence of float
+        One finite number per unit (task).
+    clusters : sequence of hashable
+        One cluster label per unit (same length); None is refused.
+    level : float, optional
+        Confidence level in (0, 1); default 0.95.
+
+    Returns
+    -------
+    ClusteredMean
+        ``estimate``, ``standard_error`` (clustered), ``naive_standard_error``,
+        ``design_effect``, ``confidence_interval``, ``n``, ``n_clusters``, ``df`` (G - 1),
+        ``level``, ``note``. With one cluster there is no interval (a note says why).
+
+    Raises
+    ------
+    ConfigError
+        When a value is not finite, the label count differs from the value count, a label
+        is None, or ``level`` is outside (0, 1).
+    """
+    level = check_level("level", level)
+    data = _as_values(values, "values")
+    codes, n_clusters = cluster_codes(clusters, data.size)
+    empty = ConfidenceInterval(None, None)
+    if data.size == 0:
+        return ClusteredMean(None, None, None, None, empty, 0, 0, None, level, "no values: nothing to estimate")
+    estimate = float(math.fsum(data) / data.size)
+    naive = float(np.std(data, ddof=1) / math.sqrt(data.size)) if data.size > 1 else None
+    if n_clusters < 2:
+        return ClusteredMean(
+            estimate, None, naive, None, empty, data.size, n_clusters, None, level,
+            f"all {data.size} units are in one cluster: a clustered interval needs at least 2 clusters",
+        )
+    se = _clustered_se(data, codes, n_clusters)
+    df = n_clusters - 1
+    half = float(student_t.ppf(1.0 - (1.0 - level) / 2.0, df)) * se
+    design = (se / naive) ** 2 if naive else None
+    note = None
+    if se == 0.0:
+        note = (
+            "every cluster's values sum to its share of the mean (se 0), so the interval is the "
+            "point; it says nothing about other tasks"
+        )
+    return ClusteredMean(
+        estimate, se, naive, design, ConfidenceInterval(estimate - half, estimate + half),
+        int(data.size), n_clusters, df, level, note,
+    )
+
+
 def _statistic_function(statistic: Any) -> tuple[str, Callable[[np.ndarray], np.ndarray]]:
     """Return (label, f) where f reduces the last axis of a 2-D (or 1-D) array."""
     if isinstance(statistic, str):
@@ -269,6 +458,7 @@ def bootstrap_ci(
     n_resamples: int = 10_000,
     seed: int | np.random.Generator | None = 0,
     batch: int | None = None,
+    clusters: Any = None,
 ) -> BootstrapResult:
     """Bootstrap confidence interval of ``statistic`` over the given units (tasks).
 
@@ -279,43 +469,75 @@ def bootstrap_ci(
         (``f(array, axis=-1)``; a callable without ``axis`` is applied per resample).
     level : confidence level in (0, 1).
     method : ``"percentile"`` or ``"bca"`` (formulas in the module docstring).
-    n_resamples : B, the number of bootstrap resamples.
+    n_resamples : B, the number of bootstrap resamples; at least 100, and below 1,000 it
+        warns (the bounds' own Monte Carlo error shows).
     seed : int or ``numpy.random.Generator``; indices come from
         ``rng.integers(0, n, (batch, n))``, the same stream ``scipy.stats.bootstrap`` uses.
     batch : resamples per chunk; default keeps a chunk near 16 MiB (int32 index + float64
         value per cell), which measured as fast as one big draw and bounds memory.
+    clusters : sequence of labels, one per value, or None
+        Cluster bootstrap: whole clusters are resampled (G of the G clusters, with
+        replacement) and the statistic is the mean over the units they hold
+        (``sum of resampled cluster sums / sum of their sizes``). Only ``"mean"`` and
+        ``"percentile"``. The result also carries ``clustered_se``, the analytic
+        cluster-robust se of :func:`clustered_mean` (Miller 2024), whose t interval
+        measured better coverage than this bootstrap at 20 clusters (0.952 against 0.936).
 
     Returns
     -------
     BootstrapResult with ``confidence_interval`` (``.low``, ``.high``), ``estimate``,
-    ``standard_error``, ``n``, ``method``, ``level``, ``n_resamples``, ``note``.
-    Fewer than 3 values: interval ``(None, None)`` with the reason. Constant values: the
-    interval is ``(v, v)`` with a note (every resample equals v).
+    ``standard_error``, ``n``, ``method``, ``level``, ``n_resamples`` (the number actually
+    drawn), ``note``, ``n_clusters``, ``clustered_se``.
+    Fewer than 3 values (or clusters): interval ``(None, None)`` with the reason. Constant
+    values: the interval is ``(v, v)`` with a note (every resample equals v).
+
+    Notes
+    -----
+    Large inputs: for the mean without clusters, once ``n x B`` passes 5e7 cells and the
+    values take at most 256 distinct numbers (a pass rate over k rollouts takes k + 1), each
+    resample is drawn as multinomial counts of the distinct values, which has exactly the
+    distribution of an index resample at a cost independent of n. With many distinct values
+    and ``n x B`` above 2e8 cells, B is cut to fit (never below 200) and the note says so.
     """
     level = check_level("level", level)
     if not isinstance(method, str) or method.lower() not in _METHODS:
         raise ConfigError(unknown_name_message("method", str(method), _METHODS))
     method = method.lower()
-    n_resamples = check_count("n_resamples", n_resamples)
+    n_resamples = check_resamples(n_resamples)
     label, reduce = _statistic_function(statistic)
     data = _as_values(values, "values")
     n = int(data.size)
     empty = ConfidenceInterval(None, None)
+    codes = n_clusters = None
+    clustered_se = None
+    if clusters is not None:
+        if statistic != "mean" or method != "percentile":
+            raise ConfigError(
+                "clusters= supports statistic='mean' with method='percentile' only; "
+                f"got statistic={label!r}, method={method!r}"
+            )
+        codes, n_clusters = cluster_codes(clusters, n)
 
-    def result(ci: ConfidenceInterval, estimate: float | None, se: float | None, note: str | None) -> BootstrapResult:
-        return BootstrapResult(ci, estimate, se, n, method, level, n_resamples, note)
+    def result(
+        ci: ConfidenceInterval, estimate: float | None, se: float | None, note: str | None, drawn: int = n_resamples
+    ) -> BootstrapResult:
+        return BootstrapResult(ci, estimate, se, n, method, level, drawn, note, n_clusters, clustered_se)
 
     if n == 0:
         return result(empty, None, None, "no values: nothing to estimate; pass one number per task")
     estimate = float(reduce(data))
     if not math.isfinite(estimate):
         return result(empty, None, None, f"the statistic {label!r} is not finite on these values")
-    if n < MIN_UNITS_FOR_INTERVAL:
+    if codes is not None and n_clusters >= 2:
+        clustered_se = _clustered_se(data, codes, n_clusters)
+    units = n if codes is None else n_clusters
+    if units < MIN_UNITS_FOR_INTERVAL:
+        what = "value(s)" if codes is None else "cluster(s)"
         return result(
             empty,
             estimate,
             None,
-            f"no interval: {n} value(s), and a bootstrap interval needs at least "
+            f"no interval: {units} {what}, and a bootstrap interval needs at least "
             f"{MIN_UNITS_FOR_INTERVAL}; add units (tasks)",
         )
     if np.all(data == data[0]):
@@ -328,32 +550,66 @@ def bootstrap_ci(
         )
 
     rng = _generator(seed)
-    if batch is None:
-        batch = max(1, _CHUNK_BYTES // (n * _BOOTSTRAP_BYTES_PER_CELL))
-    batch = check_count("batch", batch)
-    distribution = np.empty(n_resamples, dtype=float)
-    index_type = np.int32 if n < 2**31 else np.int64
-    for start in range(0, n_resamples, batch):
-        size = min(batch, n_resamples - start)
-        # int32 indices draw the same numbers as scipy's int64 ones (numpy's bounded
-        # integers share one 32-bit Lemire path for ranges below 2^32) at half the memory.
-        indices = rng.integers(0, n, (size, n), dtype=index_type)
-        distribution[start : start + size] = reduce(data[indices])
+    note = None
+    if codes is not None:
+        distribution = _cluster_distribution(data, codes, n_clusters, n_resamples, rng, batch)
+    else:
+        distinct = np.unique(data) if statistic == "mean" and n * n_resamples > _MULTINOMIAL_MIN_CELLS else None
+        if distinct is not None and distinct.size <= _MULTINOMIAL_MAX_DISTINCT:
+            frequencies = np.searchsorted(distinct, data)
+            shares = np.bincount(frequencies, minlength=distinct.size) / n
+            distribution = rng.multinomial(n, shares, size=n_resamples) @ distinct / n
+        else:
+            if statistic == "mean" and n * n_resamples > _MAX_INDEX_CELLS:
+                drawn = max(2 * MIN_RESAMPLES, _MAX_INDEX_CELLS // n)
+                note = (
+                    f"resamples cut from {n_resamples} to {drawn} to keep the cost near "
+                    f"{_MAX_INDEX_CELLS:.0e} draws at n = {n} (the values take {np.unique(data).size} distinct numbers)"
+                )
+                n_resamples = drawn
+            if batch is None:
+                batch = max(1, _CHUNK_BYTES // (n * _BOOTSTRAP_BYTES_PER_CELL))
+            batch = check_count("batch", batch)
+            distribution = np.empty(n_resamples, dtype=float)
+            index_type = np.int32 if n < 2**31 else np.int64
+            for start in range(0, n_resamples, batch):
+                size = min(batch, n_resamples - start)
+                # int32 indices draw the same numbers as scipy's int64 ones (numpy's bounded
+                # integers share one 32-bit Lemire path for ranges below 2^32) at half the memory.
+                indices = rng.integers(0, n, (size, n), dtype=index_type)
+                distribution[start : start + size] = reduce(data[indices])
     if not np.all(np.isfinite(distribution)):
         return result(empty, estimate, None, f"the statistic {label!r} gave non-finite values on resamples")
     standard_error = float(np.std(distribution, ddof=1))
 
     tail = (1.0 - level) / 2.0
-    note = None
     quantiles = np.array([tail, 1.0 - tail])
     if method == "bca":
+        if batch is None:
+            batch = max(1, _CHUNK_BYTES // (n * _BOOTSTRAP_BYTES_PER_CELL))
         bca_levels, bca_note = _bca_levels(data, reduce, estimate, distribution, tail, batch)
         if bca_levels is None:
             note = bca_note
         else:
             quantiles = bca_levels
     low, high = np.quantile(distribution, quantiles, method="linear")
-    return result(ConfidenceInterval(float(low), float(high)), estimate, standard_error, note)
+    return result(ConfidenceInterval(float(low), float(high)), estimate, standard_error, note, n_resamples)
+
+
+def _cluster_distribution(
+    data: np.ndarray, codes: np.ndarray, n_clusters: int, n_resamples: int, rng: np.random.Generator, batch: int | None
+) -> np.ndarray:
+    """Means of B cluster resamples: G clusters drawn with replacement, units pooled."""
+    sums = np.bincount(codes, weights=data, minlength=n_clusters)
+    sizes = np.bincount(codes, minlength=n_clusters).astype(float)
+    if batch is None:
+        batch = max(1, _CHUNK_BYTES // (n_clusters * _BOOTSTRAP_BYTES_PER_CELL))
+    distribution = np.empty(n_resamples, dtype=float)
+    for start in range(0, n_resamples, batch):
+        size = min(batch, n_resamples - start)
+        picks = rng.integers(0, n_clusters, (size, n_clusters))
+        distribution[start : start + size] = sums[picks].sum(axis=1) / sizes[picks].sum(axis=1)
+    return distribution
 
 
 def _bca_levels(
@@ -415,6 +671,7 @@ def sign_flip_test(
     exact: bool | str = "auto",
     seed: int | np.random.Generator | None = 0,
     batch: int | None = None,
+    clusters: Any = None,
 ) -> SignFlipResult:
     """Paired sign-flip (randomisation) test on the mean of per-task differences.
 
@@ -422,51 +679,68 @@ def sign_flip_test(
     ----------
     diffs : one paired difference per task (``after - before``).
     alternative : ``"two-sided"`` (|null| >= |obs|), ``"greater"`` (mean > 0) or ``"less"``.
-    n_resamples : Monte Carlo draws when not exact.
-    exact : ``"auto"`` enumerates all 2^n patterns when n <= 20; ``True`` forces it (up to
-        n = 40); ``False`` forces Monte Carlo.
+    n_resamples : Monte Carlo draws when not exact (at least 100; below 1,000 it warns).
+    exact : ``"auto"`` enumerates all 2^m patterns when m <= 20 flipped units; ``True``
+        forces it (up to m = 40); ``False`` forces Monte Carlo.
     seed : int or ``numpy.random.Generator`` (Monte Carlo only).
     batch : Monte Carlo patterns per chunk (default keeps a chunk near 16 MiB).
+    clusters : sequence of labels, one per difference, or None
+        Flip whole clusters: under "no effect" a cluster's summed difference is as likely
+        to have either sign, while tasks inside one cluster need not be independent. The
+        flipped units are then the G cluster sums (the statistic stays the mean over
+        tasks). Measured false-positive rate at alpha 0.05, 20 clusters x 10 tasks:
+        0.049 against 0.107 when tasks are flipped one by one (benchmarks/bench_calibration.py).
 
     Returns
     -------
-    SignFlipResult: ``statistic`` (mean diff), ``pvalue``, ``method``, ``n``,
-    ``n_patterns`` or ``n_resamples``, ``mc_standard_error`` (0.0 when exact), ``note``.
-    All-zero diffs give p = 1.0 (every pattern ties the observed 0).
+    SignFlipResult: ``statistic`` (mean diff), ``pvalue``, ``method``, ``n`` (pairs),
+    ``n_patterns`` or ``n_resamples``, ``mc_standard_error`` (0.0 when exact), ``note``,
+    ``min_pvalue`` (the smallest p the exact test can reach here: ``2 / 2^m`` two-sided,
+    ``1 / 2^m`` one-sided, counting only the m units whose difference is not 0, since a
+    zero difference flips to itself) and ``n_clusters``. All-zero diffs give p = 1.0.
     """
     if not isinstance(alternative, str) or alternative not in _ALTERNATIVES:
         raise ConfigError(unknown_name_message("alternative", str(alternative), _ALTERNATIVES))
     if exact not in ("auto", True, False):
         raise ConfigError(f"exact must be 'auto', True or False; got {exact!r}")
-    n_resamples = check_count("n_resamples", n_resamples)
+    n_resamples = check_resamples(n_resamples)
     data = _as_values(diffs, "diffs")
     n = int(data.size)
+    n_clusters = None
     if n == 0:
         return SignFlipResult(None, None, alternative, "none", 0, None, None, None,
                               "no paired differences; pair tasks present in both runs")
     statistic = float(np.mean(data))
+    if clusters is not None:
+        codes, n_clusters = cluster_codes(clusters, n)
+        data = np.bincount(codes, weights=data, minlength=n_clusters)
     total = float(np.sum(data))
     scale = float(np.sum(np.abs(data)))
+    # Tolerance relative to the mean's scale (module docstring); a zero unit flips to itself.
+    informative = int(np.count_nonzero(np.abs(data) > _TIE_RTOL * scale)) if scale else 0
+    min_p = (2.0 if alternative == "two-sided" else 1.0) / 2.0**informative if informative else 1.0
+    min_p = min(1.0, min_p)
+    units = data.size
     if scale == 0.0:
         return SignFlipResult(
-            statistic, 1.0, alternative, "exact", n, 2**n, None, 0.0,
-            "every difference is 0: every sign pattern ties the observed mean, p = 1",
+            statistic, 1.0, alternative, "exact", n, 2**units, None, 0.0,
+            "every difference is 0: every sign pattern ties the observed mean, p = 1", 1.0, n_clusters,
         )
     # Compare sums, not means: dividing by n is monotone and only adds rounding.
     tolerance = _TIE_RTOL * scale
-    use_exact = n <= EXACT_AUTO_MAX_N if exact == "auto" else bool(exact)
+    use_exact = units <= EXACT_AUTO_MAX_N if exact == "auto" else bool(exact)
     if use_exact:
-        if n > EXACT_MAX_N:
+        if units > EXACT_MAX_N:
             raise ConfigError(
-                f"exact=True enumerates 2^n patterns and allows n <= {EXACT_MAX_N}; got n={n} "
+                f"exact=True enumerates 2^n patterns and allows n <= {EXACT_MAX_N}; got n={units} "
                 "(use exact='auto' for Monte Carlo)"
             )
         hits = _exact_hits(data, total, tolerance, alternative)
-        patterns = 2**n
-        return SignFlipResult(statistic, hits / patterns, alternative, "exact", n, patterns, None, 0.0, None)
+        patterns = 2**units
+        return SignFlipResult(statistic, hits / patterns, alternative, "exact", n, patterns, None, 0.0, None, min_p, n_clusters)
 
     rng = _generator(seed)
-    n_bytes = (n + 7) // 8
+    n_bytes = (units + 7) // 8
     if batch is None:
         batch = max(1, _CHUNK_BYTES // (n_bytes + _SIGN_BYTES_PER_RESAMPLE))
     batch = check_count("batch", batch)
@@ -484,7 +758,11 @@ def sign_flip_test(
         hits += _count_hits(total - 2.0 * flipped, total, tolerance, alternative)
     pvalue = (1 + hits) / (1 + n_resamples)
     standard_error = math.sqrt(pvalue * (1.0 - pvalue) / n_resamples)
-    return SignFlipResult(statistic, pvalue, alternative, "monte_carlo", n, None, n_resamples, standard_error, None)
+    # Monte Carlo p is never below 1/(1+B) (Phipson & Smyth 2010); the exact floor still holds.
+    return SignFlipResult(
+        statistic, pvalue, alternative, "monte_carlo", n, None, n_resamples, standard_error, None,
+        max(min_p, 1.0 / (1 + n_resamples)), n_clusters,
+    )
 
 
 def _byte_tables(data: np.ndarray) -> np.ndarray:
