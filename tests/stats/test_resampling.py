@@ -310,3 +310,18 @@ def test_multinomial_path_has_the_index_bootstrap_distribution():
     assert result.low == pytest.approx(values.mean() - 1.96 * se, abs=3e-4)
     assert result.high == pytest.approx(values.mean() + 1.96 * se, abs=3e-4)
     assert result.standard_error == pytest.approx(se, rel=0.05)
+
+
+def test_sign_flip_normal_limit_for_very_many_pairs_matches_monte_carlo():
+    # 60,000 pairs at 10,000 resamples pass the look-up budget: exact="auto" reads p from the
+    # normal limit. Reference: the Monte Carlo sign flip itself (exact=False) at 4,000 patterns.
+    rng = np.random.default_rng(3)
+    d = (rng.binomial(4, 0.5, 60_000) - rng.binomial(4, 0.5, 60_000)) / 4
+    d[:800] += 0.25  # a small shift, so p sits in the informative range
+    fast = tk.sign_flip_test(d)
+    slow = tk.sign_flip_test(d, exact=False, n_resamples=4000, seed=1)
+    assert fast.method == "normal" and "Berry-Esseen" in fast.note and "normal limit" in str(fast)
+    assert 0.0005 < slow.pvalue < 0.5
+    assert fast.pvalue == pytest.approx(slow.pvalue, abs=4 * slow.mc_standard_error + 0.002)
+    tiny = tk.sign_flip_test(np.ones(200_000))
+    assert tiny.pvalue > 0.0  # never 0, even where the tail underflows

@@ -36,6 +36,13 @@ def numeric_reward(row: Mapping[str, Any], field: str | None = None) -> float | 
         value = row.get(name)
         if value is None:
             continue
+        # Plain int/float first (bool's type is bool, not int, so it never lands here): the
+        # numbers.Real ABC check below costs ~5 us a row, a third of pass_at on 10^6 rows.
+        kind = type(value)
+        if kind is float:
+            return value if math.isfinite(value) else None
+        if kind is int:
+            return float(value)
         # numbers.Real admits numpy integer and float scalars (rows built with numpy);
         # bools are refused, numpy's included, because True is not a score.
         if isinstance(value, bool) or type(value).__name__ == "bool_" or not isinstance(value, numbers.Real):
