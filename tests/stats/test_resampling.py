@@ -272,8 +272,8 @@ def test_cluster_bootstrap_resamples_whole_clusters():
     reference = np.quantile(sums[picks].sum(1) / sizes[picks].sum(1), [0.025, 0.975])
     assert (result.low, result.high) == pytest.approx(tuple(reference), abs=1e-12)
     assert result.n_clusters == 4 and result.clustered_se is not None
-    with pytest.raises(tk.ConfigError, match="clusters= supports statistic='mean'"):
-        tk.bootstrap_ci(values, statistic="median", clusters=clusters)
+    with pytest.raises(tk.ConfigError, match="clusters= supports statistic='mean' or 'median'"):
+        tk.bootstrap_ci(values, method="bca", clusters=clusters)
 
 
 def test_cluster_sign_flip_enumerates_cluster_sums_and_min_p_skips_ties():
@@ -325,3 +325,14 @@ def test_sign_flip_normal_limit_for_very_many_pairs_matches_monte_carlo():
     assert fast.pvalue == pytest.approx(slow.pvalue, abs=4 * slow.mc_standard_error + 0.002)
     tiny = tk.sign_flip_test(np.ones(200_000))
     assert tiny.pvalue > 0.0  # never 0, even where the tail underflows
+
+
+def test_cluster_bootstrap_median_pools_the_units_of_the_drawn_clusters():
+    # Reference: the same index stream, each resample's pooled units built by a Python loop.
+    values = np.array([0.0, 1.0, 1.0, 0.5, 0.2, 0.9, 0.4, 0.3])
+    clusters = ["a", "a", "b", "b", "b", "c", "d", "d"]
+    result = tk.bootstrap_ci(values, statistic="median", clusters=clusters, n_resamples=1000, seed=2)
+    members = {0: [0.0, 1.0], 1: [1.0, 0.5, 0.2], 2: [0.9], 3: [0.4, 0.3]}
+    picks = np.random.default_rng(2).integers(0, 4, (1000, 4))
+    medians = [np.median([v for c in row for v in members[c]]) for row in picks]
+    assert (result.low, result.high) == pytest.approx(tuple(np.quantile(medians, [0.025, 0.975])), abs=1e-12)

@@ -629,3 +629,21 @@ def test_async_runner_that_blocks_its_loop_cannot_hang_the_run(fixture_dir):
     codes = {r.trace_id: r.code for r in verdict.failures}
     assert codes["f-00"] == "runner_timeout" and set(codes.values()) == {"runner_timeout"}
     assert "abandoned_calls" in verdict.codes()
+
+
+def test_cluster_by_task_makes_the_ci_and_the_sign_flips_cluster_wise(fixture_dir):
+    # 12 failure traces from 3 tasks: every trace improved, so the trace-wise exact p is
+    # 2/2^12; flipped per task only 3 units move and the smallest p is 2/2^3 = 0.25
+    # (reference: enumeration). Baseline: 6 traces of 6 tasks, unchanged.
+    rows = [dict(row(f"f-{i:02d}", "failure", 0.2 + 0.01 * i), task_id=f"task-{i % 3}") for i in range(12)]
+    rows += [row(f"b-{i:02d}", "baseline", 0.0) for i in range(6)]
+    plain = fork_rows(fixture_dir, rows)
+    clustered = fork_rows(fixture_dir, rows, decision={"cluster_by": "task_id"})
+    failure_plain = next(c for c in plain.cohorts if c.name == "failure")
+    failure = next(c for c in clustered.cohorts if c.name == "failure")
+    assert failure_plain.n_clusters is None and failure_plain.sign_flip_p == pytest.approx(2 / 2**12)
+    assert failure.n_clusters == 3 and failure.sign_flip_p == pytest.approx(2 / 2**3)
+    assert "(3 clusters)" in clustered.to_markdown()
+    assert "cluster bootstrap" in json.dumps(clustered.to_dict())
+    with pytest.raises(tk.whatif.WhatIfConfigError, match="cluster_by"):
+        fork_rows(fixture_dir, rows, decision={"cluster_by": "tenant"})

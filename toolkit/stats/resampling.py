@@ -485,9 +485,9 @@ def bootstrap_ci(
         value per cell), which measured as fast as one big draw and bounds memory.
     clusters : sequence of labels, one per value, or None
         Cluster bootstrap: whole clusters are resampled (G of the G clusters, with
-        replacement) and the statistic is the mean over the units they hold
-        (``sum of resampled cluster sums / sum of their sizes``). Only ``"mean"`` and
-        ``"percentile"``. The result also carries ``clustered_se``, the analytic
+        replacement) and the statistic is taken over the units they hold (the mean as
+        ``sum of resampled cluster sums / sum of their sizes``; the median of the pooled
+        units). ``"mean"`` or ``"median"``, ``"percentile"`` only. The result also carries ``clustered_se``, the analytic
         cluster-robust se of :func:`clustered_mean` (Miller 2024), whose t interval
         measured better coverage than this bootstrap at 20 clusters (0.952 against 0.936).
 
@@ -519,9 +519,9 @@ def bootstrap_ci(
     codes = n_clusters = None
     clustered_se = None
     if clusters is not None:
-        if statistic != "mean" or method != "percentile":
+        if statistic not in ("mean", "median") or method != "percentile":
             raise ConfigError(
-                "clusters= supports statistic='mean' with method='percentile' only; "
+                "clusters= supports statistic='mean' or 'median' with method='percentile' only; "
                 f"got statistic={label!r}, method={method!r}"
             )
         codes, n_clusters = cluster_codes(clusters, n)
@@ -559,7 +559,9 @@ def bootstrap_ci(
 
     rng = _generator(seed)
     note = None
-    if codes is not None:
+    if codes is not None and statistic == "median":
+        distribution = _cluster_median_distribution(data, codes, n_clusters, n_resamples, rng)
+    elif codes is not None:
         distribution = _cluster_distribution(data, codes, n_clusters, n_resamples, rng, batch)
     else:
         distinct = np.unique(data) if statistic == "mean" and n * n_resamples > _MULTINOMIAL_MIN_CELLS else None
@@ -602,6 +604,29 @@ def bootstrap_ci(
             quantiles = bca_levels
     low, high = np.quantile(distribution, quantiles, method="linear")
     return result(ConfidenceInterval(float(low), float(high)), estimate, standard_error, note, n_resamples)
+
+
+def _cluster_median_distribution(
+    data: np.ndarray, codes: np.ndarray, n_clusters: int, n_resamples: int, rng: np.random.Generator
+) -> np.ndarray:
+    """Medians of B cluster resamples: the units of G clusters drawn with replacement, pooled.
+
+    Clusters are laid out as rows of a NaN-padded (G, largest size) table, so a resample is
+    a gather of G rows and ``nanmedian`` skips the padding.
+    """
+    sizes = np.bincount(codes, minlength=n_clusters)
+    table = np.full((n_clusters, int(sizes.max())), np.nan)
+    order = np.argsort(codes, kind="stable")
+    starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
+    columns = np.arange(data.size) - np.repeat(starts, sizes)
+    table[codes[order], columns] = data[order]
+    rows_per_chunk = max(1, _CHUNK_BYTES // (table.size * 8))
+    distribution = np.empty(n_resamples, dtype=float)
+    for start in range(0, n_resamples, rows_per_chunk):
+        size = min(rows_per_chunk, n_resamples - start)
+        picks = rng.integers(0, n_clusters, (size, n_clusters))
+        distribution[start : start + size] = np.nanmedian(table[picks].reshape(size, -1), axis=1)
+    return distribution
 
 
 def _cluster_distribution(

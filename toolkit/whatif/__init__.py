@@ -70,7 +70,8 @@ The reference's shortfalls (docs/design/whatif.md §11) and how this package fix
 7. *Thin statistics.* Median with a seeded percentile bootstrap CI (``tk.bootstrap_ci``,
    B = 5000, seed 42, the design's numbers, both configurable and disclosed) and the paired
    sign-flip p-value (``tk.sign_flip_test``) per cohort; the CI enters the decision through
-   ``max_ci_width``. Still not done: cluster bootstrap, repeated replays for flakiness,
+   ``max_ci_width``; ``decision.cluster_by`` (``task_id`` or ``metadata.<key>``) makes the
+   CI a cluster bootstrap and the sign flips cluster-wise. Still not done: repeated replays for flakiness,
    judge-noise calibration, power guidance (stated in the report's limitations).
 8. *regression_check leaks failure logic.* Required cohorts and the guard chain derive from
    the shape; a regression_check run never selects failure-labelled traces.

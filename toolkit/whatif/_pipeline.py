@@ -67,6 +67,20 @@ def resolve_profile(config: WhatIfConfig, requested: str | None) -> str:
     return requested
 
 
+def _cluster_label(trace: Any, cluster_by: str | None) -> Any:
+    """The trace's cluster under ``decision.cluster_by``; a trace without the key is its own."""
+    if cluster_by is None:
+        return None
+    if cluster_by == "task_id":
+        value = trace.task_id
+    else:
+        value = (trace.metadata or {}).get(cluster_by[len("metadata."):])
+    if value is None or isinstance(value, (dict, list)):
+        # Its own cluster: never merged with another trace it may not belong with.
+        return ("unlabelled", trace.trace_id)
+    return value
+
+
 def _methodology(config: WhatIfConfig, policy: Policy, scorer_adapter: str, cache_summary: dict) -> dict[str, Any]:
     return {
         "unit_of_analysis": "paired_trace_delta",
@@ -77,7 +91,11 @@ def _methodology(config: WhatIfConfig, policy: Policy, scorer_adapter: str, cach
         "bootstrap": {
             "statistic": "median", "method": "percentile", "resamples": policy.bootstrap_resamples,
             "seed": policy.seed, "ci_level": policy.ci_level, "computed_when_scored_at_least": FLOOR.min_scored,
-            "assumption": "i.i.d. resampling across traces (no cluster boundaries respected)",
+            "assumption": (
+                f"cluster bootstrap: whole clusters by {policy.cluster_by} resampled, sign flips per cluster"
+                if policy.cluster_by else "i.i.d. resampling across traces (no cluster boundaries respected; "
+                "set decision.cluster_by when traces share a task)"
+            ),
         },
         "test": "paired sign-flip test on the deltas (two-sided; exact when n <= 20), reported only",
         "multiplicity": "none: the verdict rules are threshold rules, not hypothesis tests",
@@ -215,7 +233,7 @@ def fork(config: "WhatIfConfig | dict | str", profile: str | None = None) -> Ver
     trace_results = []
     for name, chosen in selection.items():
         positions = [i for i, t in enumerate(ordered) if t.cohort == name]
-        deltas, counts, ids = [], defaultdict(int), defaultdict(list)
+        deltas, counts, ids, labels = [], defaultdict(int), defaultdict(list), []
         for position in positions:
             trace = ordered[position]
             record = per_trace_failures.get(position)
@@ -223,6 +241,7 @@ def fork(config: "WhatIfConfig | dict | str", profile: str | None = None) -> Ver
             if record is None and position in original_scores and position in replayed_scores:
                 delta = replayed_scores[position] - original_scores[position]
                 deltas.append(delta)
+                labels.append(_cluster_label(trace, policy.cluster_by))
             elif record is not None:
                 counts[record.code] += 1
                 ids[record.code].append(record.id)
@@ -245,7 +264,8 @@ def fork(config: "WhatIfConfig | dict | str", profile: str | None = None) -> Ver
         cohorts[name] = summarize_cohort(
             name, deltas, selected=len(positions), replayed=sum(1 for p in positions if p in outputs),
             policy=policy, failure_counts=counts, failure_ids=ids,
-            available=chosen.available, labelled=chosen.labelled)
+            available=chosen.available, labelled=chosen.labelled,
+            clusters=labels if policy.cluster_by else None)
 
     decision = decide(cohorts, policy, run_findings, halted_by=halted)
     finished = _dt.datetime.now(_dt.timezone.utc)

@@ -286,6 +286,16 @@ class DecisionConfig(_Strict):
     bootstrap_resamples: int = Field(default=5000, ge=100, le=1_000_000)
     ci_level: float = Field(default=0.95, gt=0.5, lt=1.0)
     seed: int = 42
+    # Traces of one task (or one user, one ticket family) are not independent; naming the
+    # key makes the CI a cluster bootstrap and the sign flips act on whole clusters.
+    cluster_by: str | None = Field(default=None, min_length=1)
+
+    @field_validator("cluster_by")
+    @classmethod
+    def _cluster_key(cls, value: str | None) -> str | None:
+        if value is None or value == "task_id" or (value.startswith("metadata.") and len(value) > len("metadata.")):
+            return value
+        raise ValueError(f"cluster_by must be 'task_id' or 'metadata.<key>'; got {value!r}")
 
 
 class ForensicAcknowledgment(_Strict):

@@ -198,6 +198,7 @@ class Policy(Result):
     bootstrap_resamples: int = 5000
     ci_level: float = 0.95
     seed: int = 42
+    cluster_by: str | None = None
 
     @classmethod
     def from_config(cls, config) -> "Policy":
@@ -286,6 +287,7 @@ class CohortResult(Result):
     floor_passed: bool | None = None
     floor_failures: tuple[FloorFailure, ...] = ()
     note: str | None = None
+    n_clusters: int | None = None
 
     @property
     def ci_width(self) -> float | None:
@@ -313,9 +315,15 @@ def classify_delta(delta: float, epsilon: float) -> str:
 def summarize_cohort(name: str, deltas: Sequence[float], selected: int, replayed: int, policy: Policy,
                      failure_counts: Mapping[str, int] | None = None,
                      failure_ids: Mapping[str, Sequence[str]] | None = None,
-                     available: int | None = None, labelled: int | None = None) -> CohortResult:
-    """Counts, median, bootstrap CI of the median and sign-flip p of one cohort's deltas."""
+                     available: int | None = None, labelled: int | None = None,
+                     clusters: Sequence[Any] | None = None) -> CohortResult:
+    """Counts, median, bootstrap CI of the median and sign-flip p of one cohort's deltas.
+
+    ``clusters`` (one label per delta, from ``decision.cluster_by``): the CI resamples whole
+    clusters and the sign flips act on cluster sums, so traces of one task count once.
+    """
     values = [float(d) for d in deltas]
+    n_clusters = len(set(clusters)) if clusters is not None else None
     classes = [classify_delta(d, policy.practical_delta_epsilon) for d in values]
     median = statistics.median(values) if values else None
     mean = math.fsum(values) / len(values) if values else None
@@ -325,7 +333,7 @@ def summarize_cohort(name: str, deltas: Sequence[float], selected: int, replayed
         reason = "sample_too_small" if values else "no_scored_traces"
     else:
         result = bootstrap_ci(values, statistic="median", level=policy.ci_level, method="percentile",
-                              n_resamples=policy.bootstrap_resamples, seed=policy.seed)
+                              n_resamples=policy.bootstrap_resamples, seed=policy.seed, clusters=clusters)
         low, high = result.confidence_interval.low, result.confidence_interval.high
         if low is None or high is None:
             reason, note = "computation_failed", result.note
@@ -334,7 +342,7 @@ def summarize_cohort(name: str, deltas: Sequence[float], selected: int, replayed
             note = result.note
     p_value = method = None
     if values:
-        test = sign_flip_test(values, seed=policy.seed)
+        test = sign_flip_test(values, seed=policy.seed, clusters=clusters)
         p_value, method = test.pvalue, test.method
     width = None if low is None or high is None else high - low
     meaningful = computable and (policy.max_ci_width is None or width <= policy.max_ci_width + _TOLERANCE)
@@ -346,7 +354,7 @@ def summarize_cohort(name: str, deltas: Sequence[float], selected: int, replayed
         sign_flip_p=p_value, sign_flip_method=method, available=available, labelled=labelled,
         failure_counts=dict(failure_counts or {}),
         failure_ids={k: tuple(v) for k, v in (failure_ids or {}).items()},
-        required=name in policy.required_cohorts, note=note,
+        required=name in policy.required_cohorts, note=note, n_clusters=n_clusters,
     )
 
 

@@ -230,6 +230,9 @@ class Verdict(Result):
             ci = (f"{cohort.ci_level:.0%} CI [{_fmt(cohort.ci_low, True)}, {_fmt(cohort.ci_high, True)}]"
                   if cohort.ci_computable else f"(CI not computed: {cohort.ci_unavailable_reason})")
             p = "" if cohort.sign_flip_p is None else f", sign-flip p {cohort.sign_flip_p:.3g}"
+            n_clusters = getattr(cohort, "n_clusters", None)
+            if n_clusters is not None:
+                p += f" ({n_clusters} clusters)"
             lines.append(f"- **{cohort.name.capitalize()} ({cohort.scored} scored):** improved {cohort.improved}, "
                          f"unchanged {cohort.unchanged}, regressed {cohort.regressed}; median Δ "
                          f"{_fmt(cohort.median_delta, True)}, {ci}{p}")
