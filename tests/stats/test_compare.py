@@ -170,6 +170,7 @@ def test_disjoint_task_sets_never_claim_a_direction():
     result = tk.compare_runs(a, b)
     assert result.method == "unpaired" and result.verdict == "not_paired" and result.delta == 1.0
     assert str(result).startswith("NOT PAIRED") and "20 in a, 20 in b" in result.note
+    assert "not a paired effect" in result.covers
     two = tk.compare_runs(make_rows([0] * 2, k=1, prefix="a"), make_rows([1] * 2, k=1, prefix="b"))
     assert two.verdict == "not_paired" and two.ci is None
 
@@ -808,6 +809,7 @@ def test_clustered_paired_interval_and_p_equal_the_closed_form_and_cluster_enume
     cluster_sums = np.array([d[g == c].sum() for c in range(8)])
     assert result.pvalue == pytest.approx(brute_force_p(cluster_sums), abs=1e-15)
     assert "8 clusters by family" in str(result)
+    assert result.covers == "the mean delta over tasks of clusters drawn like these"
     # Effect of cluster= at two values on the same data: the interval widens, the p moves.
     plain = tk.compare_runs(value_rows(before, families), value_rows(after, families), metric="reward")
     assert plain.n_clusters is None and plain.pvalue == pytest.approx(brute_force_mc_free(d), abs=0.01)

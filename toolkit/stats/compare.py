@@ -241,7 +241,10 @@ class Comparison(Result):
     ``min_pvalue`` is the smallest p the exact sign-flip test can reach here (``2 / 2^m``
     two-sided over the ``m`` paired tasks, or clusters, whose difference is not 0); ``None``
     when not paired. ``rule`` says what decided the verdict; ``interval_method`` how the
-    interval was made (module docstring); ``n_clusters``/``cluster_by`` the clustering.
+    interval was made (module docstring); ``n_clusters``/``cluster_by`` the clustering;
+    ``covers`` the target the interval is for: the mean delta over tasks drawn like these
+    (the population of tasks, or of clusters with ``cluster=``), not over this fixed suite
+    alone, whose own rollout noise is a smaller part of the interval.
     """
 
     metric: str
@@ -267,6 +270,7 @@ class Comparison(Result):
     interval_method: str | None = None
     n_clusters: int | None = None
     cluster_by: str | None = None
+    covers: str | None = None
 
     def __str__(self) -> str:
         if self.delta is None:
@@ -398,7 +402,8 @@ def _compare_values(
             method="paired", pvalue_method=test.method + (" (cluster flips)" if test.n_clusters else ""),
             min_pvalue=test.min_pvalue, note="; ".join(notes) or None, rule=rule,
             interval_method=interval.method, n_clusters=n_clusters,
-            cluster_by=cluster_by if n_clusters is not None else None, **base,
+            cluster_by=cluster_by if n_clusters is not None else None,
+            covers=interval.covers.replace("the mean", "the mean delta", 1), **base,
         )
 
     # No shared task: two different task sets.
@@ -434,7 +439,8 @@ def _compare_values(
         delta=mean_b - mean_a, ci=ci, pvalue=None, verdict="not_paired",
         mean_a=mean_a, mean_b=mean_b, method="unpaired", pvalue_method=None, min_pvalue=None,
         note="; ".join(notes), rule="no shared task: a two-sample interval of two task sets, no verdict",
-        interval_method="two-sample percentile bootstrap" if ci else None, **base,
+        interval_method="two-sample percentile bootstrap" if ci else None,
+        covers="the difference between the two task sets' means (not a paired effect)", **base,
     )
 
 
