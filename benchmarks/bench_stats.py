@@ -2,6 +2,10 @@
 
 Run: ``.venv/bin/python benchmarks/bench_stats.py [--repeats 5]``
 
+``pass_at_scale`` times ``tk.pass_at`` on 10^6 rows (250,000 tasks x 4 rollouts, row dicts
+``{"task_id", "reward", "rollout_id"}``) with default settings against the issue-14 target
+of 3 s wall on 2 cores, and checks its numbers against numpy counts of the same rewards.
+
 Data as in docs/design/peers.md B.1: 1,000 per-task pass rates drawn as
 Binomial(8, Beta(2, 2)) / 8, and paired differences N(0.03, 0.2). Each cell is the median
 of ``--repeats`` runs (scipy's exact n = 20 path, which enumerates 2^20 patterns in
@@ -126,8 +130,49 @@ def main() -> int:
         all_agree &= bool(agrees)
         print(f"  {'ok ' if agrees else 'BAD'} {name}: {text}")
     print()
+    scale_met, scale_agrees = pass_at_scale(min(repeats, 3))
+    all_met &= scale_met
+    all_agree &= scale_agrees
+    print()
     print(f"targets met: {'all' if all_met else 'NOT all'}; results agree: {'all' if all_agree else 'NOT all'}")
     return 0 if all_met and all_agree else 1
+
+
+# Issue 14: the row-by-row pass_at took ~115 s of CPU here; 3 s wall is the target.
+PASS_AT_SCALE_TARGET_S = 3.0
+
+
+def pass_at_scale(repeats: int = 3, n_tasks: int = 250_000, rollouts: int = 4) -> tuple[bool, bool]:
+    """Time ``tk.pass_at`` on ``n_tasks x rollouts`` row dicts; return (target met, numbers agree).
+
+    The reference is numpy on the reward matrix itself: pass@1 is the mean of the task
+    means, and at n = k = 4 pass^4 and pass@4 are the shares of tasks that passed all /
+    any of their rollouts (the unbiased estimators reduce to those at n = k).
+    """
+    rng = np.random.default_rng(14)
+    passed = rng.random((n_tasks, rollouts)) < rng.beta(2, 2, n_tasks)[:, None]
+    rewards = passed.astype(int).tolist()
+    rows = [
+        {"task_id": f"task-{t}", "reward": rewards[t][i], "rollout_id": f"task-{t}-{i}"}
+        for t in range(n_tasks) for i in range(rollouts)
+    ]
+    walls, cpus, result = [], [], None
+    for _ in range(repeats):
+        wall, cpu = time.perf_counter(), time.process_time()
+        result = tk.pass_at(rows)
+        walls.append(time.perf_counter() - wall)
+        cpus.append(time.process_time() - cpu)
+    wall_s, cpu_s = statistics.median(walls), statistics.median(cpus)
+    expected = (passed.mean(axis=1).mean(), passed.all(axis=1).mean(), passed.any(axis=1).mean())
+    got = (result.pass_at_1, result.pass_pow_k, result.pass_at_k)
+    agrees = all(abs(a - b) < 1e-12 for a, b in zip(got, expected)) and result.n_rows == n_tasks * rollouts
+    met = wall_s < PASS_AT_SCALE_TARGET_S
+    print(f"pass_at on {n_tasks * rollouts:,} rows ({n_tasks:,} tasks x {rollouts}), default settings, "
+          f"median of {repeats}:")
+    print(f"  wall {wall_s:.2f} s, cpu {cpu_s:.2f} s (target < {PASS_AT_SCALE_TARGET_S:g} s wall: "
+          f"{'yes' if met else 'NO'})")
+    print(f"  {'ok ' if agrees else 'BAD'} numbers vs numpy counts: {result}")
+    return met, agrees
 
 
 if __name__ == "__main__":

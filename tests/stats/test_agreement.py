@@ -1,10 +1,18 @@
-"""wilson against statsmodels and the closed form; judge_agreement against sklearn."""
+"""wilson against statsmodels and the closed form; judge_agreement against sklearn.
+
+The clustered agreement interval (``cluster=``, default by task) is checked against a
+numpy closed form of Miller's (2024) cluster-robust se and statsmodels OLS with
+``cov_type="cluster"`` on an intercept-only model.
+"""
 
 import math
 
+import numpy as np
 import pytest
+import statsmodels.api as sm
 from hypothesis import given
 from hypothesis import strategies as st
+from scipy import stats
 from sklearn.metrics import cohen_kappa_score
 from statsmodels.stats.proportion import proportion_confint
 
@@ -178,3 +186,84 @@ def test_wilson_bounds_hold_the_estimate_at_zero_and_n():
         assert low == 0.0 <= high
         low, high = tk.wilson(n, n)
         assert low <= 1.0 == high
+
+
+# --------------------------------------------------------------------------- cluster=
+
+
+def _repeated_rows(n_tasks=15, per_task=4, seed=3):
+    """Labelled rollouts of the same tasks: the judge errs task by task (correlated)."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for t in range(n_tasks):
+        hard = rng.random() < 0.3  # on a hard task the judge errs on most rollouts
+        for i in range(per_task):
+            gold = int(rng.random() < 0.5)
+            wrong = rng.random() < (0.7 if hard else 0.05)
+            rows.append({"scenario_id": f"t{t}", "rollout_index": i, "reward": 1 - gold if wrong else gold,
+                         "gold_reward": gold, "label_source": "human", "tool": f"tool{t % 5}"})
+    return rows
+
+
+def test_one_row_per_task_keeps_wilson_and_says_so():
+    result = tk.judge_agreement(_confusion_rows(40, 5, 5, 50))
+    assert result.interval_method == "wilson" and result.agreement_ci95 == result.wilson_ci95
+    assert result.agreement_ci95 == pytest.approx(proportion_confint(90, 100, method="wilson"), abs=1e-9)
+    assert str(result).endswith("(100 labels, gold human; Wilson over rows, one per task)")
+
+
+def test_repeated_tasks_give_the_clustered_interval_like_statsmodels():
+    rows = _repeated_rows()
+    result = tk.judge_agreement(rows)
+    agree = np.array([float(r["reward"] == r["gold_reward"]) for r in rows])
+    groups = np.array([int(r["scenario_id"][1:]) for r in rows])
+    # reference 1: numpy closed form, se = sqrt(G/(G-1) sum_c (sum_{i in c} (a_i - a-bar))^2) / n
+    sums = np.array([np.sum(agree[groups == g] - agree.mean()) for g in range(15)])
+    se = np.sqrt(15 / 14 * np.sum(sums**2)) / agree.size
+    half = stats.t.ppf(0.975, 14) * se
+    expected = (max(0.0, agree.mean() - half), min(1.0, agree.mean() + half))
+    assert result.interval_method == "clustered t" and result.n_clusters == 15
+    assert result.agreement_ci95 == pytest.approx(expected, abs=1e-12)
+    # reference 2: statsmodels' intercept-only cluster se (its (N-1)/(N-K) factor is 1 at K = 1)
+    fit = sm.OLS(agree, np.ones(agree.size)).fit(cov_type="cluster", cov_kwds={"groups": groups}, use_t=True)
+    assert fit.bse[0] == pytest.approx(se, rel=1e-12)
+    # the rows-as-trials Wilson is kept beside it, and is narrower here (the errors cluster)
+    assert result.wilson_ci95 == pytest.approx(tuple(tk.wilson(int(agree.sum()), agree.size)), abs=1e-12)
+    assert result.wilson_ci95[1] - result.wilson_ci95[0] < result.agreement_ci95[1] - result.agreement_ci95[0]
+    assert result.design_effect > 1
+    assert "(60 labels in 15 clusters, gold human; clustered t by task, design effect" in str(result)
+    independent = tk.judge_agreement(rows, cluster=None)
+    assert independent.interval_method == "wilson" and independent.agreement_ci95 == result.wilson_ci95
+    by_tool = tk.judge_agreement(rows, cluster="tool")
+    assert by_tool.n_clusters == 5 and by_tool.cluster_by == "tool" and by_tool.agreement_ci95 != result.agreement_ci95
+    assert tk.judge_agreement(rows, cluster=lambda row: row["tool"]).agreement_ci95 == by_tool.agreement_ci95
+
+
+def test_perfect_agreement_over_repeated_tasks_is_wilson_over_the_tasks():
+    rows = [{"scenario_id": f"t{i % 10}", "rollout_index": i, "reward": i % 2, "gold_reward": i % 2,
+             "label_source": "human"} for i in range(60)]
+    result = tk.judge_agreement(rows)
+    assert result.agreement == 1.0 and result.interval_method == "wilson over tasks"
+    # each task one trial (10 of 10), not 60 of 60: the clustered se is 0 and says nothing
+    assert result.agreement_ci95 == pytest.approx(proportion_confint(10, 10, method="wilson"), abs=1e-9)
+    assert result.agreement_ci95[0] < result.wilson_ci95[0]
+    assert "Wilson over the 10 clusters" in str(result)
+
+
+def test_fewer_than_three_clusters_give_no_interval_and_rows_without_a_task_stay_independent():
+    rows = [{"scenario_id": f"t{i % 2}", "rollout_index": i, "reward": int(i % 5 > 0), "gold_reward": 1,
+             "label_source": "human"} for i in range(40)]
+    two = tk.judge_agreement(rows)
+    assert two.agreement_ci95 is None and two.interval_method == "none" and two.wilson_ci95 is not None
+    assert "[no interval]" in str(two) and "a clustered interval needs 3" in str(two)
+    anonymous = tk.judge_agreement([{"reward": i % 2, "gold_reward": 1, "label_source": "human"} for i in range(20)])
+    assert anonymous.interval_method == "wilson"  # no task identity: each row its own cluster
+    with pytest.raises(tk.ConfigError, match="has no cluster label"):
+        tk.judge_agreement(rows, cluster="tool")
+
+
+def test_gold_as_a_second_list_clusters_by_the_judged_rows_tasks():
+    judged = [{"rollout_id": f"r{i}", "scenario_id": f"t{i % 6}", "reward": int(i % 4 > 0)} for i in range(24)]
+    gold = [{"rollout_id": f"r{i}", "gold_reward": 1, "label_source": "human"} for i in range(24)]
+    result = tk.judge_agreement(judged, gold=gold)
+    assert result.n == 24 and result.n_clusters == 6 and result.interval_method == "clustered t"

@@ -1,7 +1,8 @@
 """Figure for the sandbox: how the pass rate falls as the world breaks more tool calls.
 
-Each point is pass@1 at one ``fault_rate`` with its 95% percentile bootstrap interval over
-tasks (``tk.pass_at``; rollouts of one task are not independent, so tasks are resampled, not
+Each point is pass@1 at one ``fault_rate`` with its 95% interval over tasks (``tk.pass_at``'s
+rule: Student t below 30 tasks, the percentile bootstrap above, Wilson when every task's
+value is 0 or 1; rollouts of one task are not independent, so tasks are the units, not
 rows). The legend carries the number of tasks per line.
 """
 
@@ -27,7 +28,7 @@ def pass_rate_vs_fault_rate(
     width: float = 5.0,
     height: float = 3.6,
 ) -> Figure:
-    """pass@1 against fault_rate, one line per agent, each point with its task-bootstrap interval.
+    """pass@1 against fault_rate, one line per agent, each point with its interval over tasks.
 
     A fault rate whose rows have fewer than 3 tasks is drawn without an interval (pass_at
     returns none and says why); one with no graded row is left out. With several agents the

@@ -102,7 +102,7 @@ def run_progress_figure(progress: Any, *, title: str | None = None, width: float
     left.set_xlabel("rows landed")
     left.set_ylabel("probability")
     if legend or not drawn:
-        left.set_title("pass@1 and pass@k, 95% bootstrap over tasks")
+        left.set_title("pass@1 and pass@k, 95% intervals over tasks")
     else:
         left.set_title(f"{', '.join(named)}; n={last.n_tasks} tasks")
     if drawn and legend:

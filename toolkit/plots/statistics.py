@@ -50,7 +50,9 @@ def pass_at_k_curve(
         The k values drawn, passed to :meth:`PassAt.curve`. Default None: 1 .. the smallest
         size among tasks with at least 2 graded rows.
     title : str, optional
-        Axes title. Default None: "pass@k and pass^k, 95% bootstrap intervals over tasks".
+        Axes title. Default None: "pass@k and pass^k, 95% intervals over tasks" (each interval by
+        tk.pass_at's rule: Wilson over tasks for 0/1 values, Student t below 30 tasks, else the
+        bootstrap).
     seed : int
         Bootstrap seed used when rows are given (``tk.pass_at(rows, seed=seed)``); a given
         ``PassAt`` keeps its own. Default 0.
@@ -102,7 +104,7 @@ def pass_at_k_curve(
     ax.set_ylim(-0.02, 1.02)
     # Below the axes: inside, the legend hides the curves it names.
     figure.legend(loc="outside lower center", ncols=2, frameon=False)
-    ax.set_title(title or "pass@k and pass^k, 95% bootstrap intervals over tasks")
+    ax.set_title(title or "pass@k and pass^k, 95% intervals over tasks")
     return figure
 
 

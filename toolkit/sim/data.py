@@ -222,7 +222,9 @@ class SimulationData:
         line shows) says why: ungraded rows (grade first: ``data.grade(judge=...)``), grader
         errors counted with the first one, and for a run that landed no row at all, the
         rollouts it lost and the run's first warning."""
-        result = pass_at(self.rows, seed=self._seed)
+        # A run's rows are already written: a grader's bad reward (2.0, NaN) must not make the
+        # property raise; it is skipped and counted in the printed line instead.
+        result = pass_at(self.rows, seed=self._seed, on_bad_reward="skip")
         if len(self):
             return result
         return dataclasses.replace(result, note=self._no_rows_note(result.note))

@@ -394,8 +394,9 @@ class ProgressTracker:
                 notes.append("no graded rows: pass a grader= to see pass@1")
             return empty
         k = self.k if self.k and self.k >= LIVE_MIN_K else None
+        # Live: a bad reward from the grader is counted as skipped, never an exception mid-run.
         result = pass_at(self._graded, k=k, min_k=LIVE_MIN_K, level=self.level,
-                         n_resamples=resamples, seed=self.seed)
+                         n_resamples=resamples, seed=self.seed, on_bad_reward="skip")
         low, high = result.ci95 if result.ci95 else (None, None)
         k_low, k_high = result.pass_at_k_ci95 if result.pass_at_k_ci95 else (None, None)
         if result.pass_at_k is None and self.k and self.k >= LIVE_MIN_K:

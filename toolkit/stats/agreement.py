@@ -21,6 +21,20 @@ rate fail_when_gold_pass = fn/(fn + tp).
 Rows whose judge reward or gold label is present but not exactly 0/1 are skipped and
 counted, because dropping the hard, partially credited rows silently inflated agreement in
 the reference engine (#345).
+
+Labels on several rollouts of one task are not independent trials (a judge that misreads a
+task misreads its every rollout), so Wilson's binomial interval over rows is too narrow
+when tasks repeat. ``cluster=`` (default: by task) makes the agreement interval the
+cluster-robust one of :func:`toolkit.stats.clustered_mean` on the 0/1 agree indicators
+``a_i`` (Miller 2024, "Adding Error Bars to Evals", arXiv:2411.00640, CR1)::
+
+    se_C = sqrt( G/(G-1) sum_c ( sum_{i in c} (a_i - a-bar) )^2 ) / n,
+    [a-bar -/+ t_{1-(1-level)/2}(G-1) se_C], clipped to [0, 1],
+
+with Wilson's over rows kept beside it (``wilson_ci95``) and used when every task has one
+labelled row. When every pair agrees (or every pair disagrees) se_C is 0 and the t
+interval collapses to the point; the interval is then Wilson's with the G tasks as the
+trials (each task one unit, the design effect at its largest), never a zero-width one.
 """
 
 from __future__ import annotations
@@ -34,10 +48,11 @@ from typing import Any
 
 from scipy.special import ndtri
 
-from toolkit._util.keys import binary_reward
+from toolkit._util.keys import binary_reward, task_key
 from toolkit._util.results import Result
 from toolkit.errors import ConfigError, did_you_mean
 from toolkit.rows._read import as_row_list
+from toolkit.stats.resampling import MIN_UNITS_FOR_INTERVAL, cluster_codes, clustered_mean
 
 __all__ = ["wilson", "WilsonInterval", "judge_agreement", "JudgeAgreement"]
 
@@ -152,6 +167,14 @@ class JudgeAgreement(Result):
     truth; ``pass_when_gold_fail`` (leak rate), ``fail_when_gold_pass``; pass rates;
     ``gold_kind`` (human / program are trusted; model, unknown, mixed are not);
     ``ok`` = n > 0 and (trusted or allow_model_gold); ``warnings``; ``note``.
+
+    ``agreement_ci95`` is the interval of ``interval_method``: ``"wilson"`` (every
+    cluster, by default every task, has one labelled row, or ``cluster=None``),
+    ``"clustered t"`` (tasks repeat), ``"wilson over tasks"`` (tasks repeat and every
+    pair agrees, or every pair disagrees) or ``"none"`` (tasks repeat in fewer than 3
+    clusters). ``wilson_ci95`` is Wilson's over rows whatever the method;
+    ``n_clusters``, ``cluster_by``, ``design_effect`` (clustered over binomial variance)
+    and ``interval_note`` say how the interval was made.
     """
 
     n: int
@@ -171,18 +194,39 @@ class JudgeAgreement(Result):
     matched_by: dict[str, int] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
     note: str | None = None
+    wilson_ci95: tuple[float, float] | None = None
+    interval_method: str = "wilson"
+    n_clusters: int | None = None
+    cluster_by: str | None = None
+    design_effect: float | None = None
+    interval_note: str | None = None
 
     def __str__(self) -> str:
         if self.agreement is None:
             return f"judge agreement: no pairs ({self.note})"
         ci = self.agreement_ci95
-        interval = f" [{ci[0]:.2f}..{ci[1]:.2f}]" if ci else ""
+        interval = f" [{ci[0]:.2f}..{ci[1]:.2f}]" if ci else " [no interval]"
         kappa = "n/a" if self.kappa is None else f"{self.kappa:.2f}"
         leak = "n/a" if self.pass_when_gold_fail is None else f"{self.pass_when_gold_fail:.2f}"
         flag = "" if not self.warnings else f" ({len(self.warnings)} warning(s))"
+        if self.interval_method == "wilson" or self.n_clusters is None:
+            labels = f"{self.n} labels"
+        else:
+            labels = f"{self.n} labels in {self.n_clusters} clusters"
+        if self.interval_method == "wilson":
+            one_each = "" if self.cluster_by is None else f", one per {'task' if self.cluster_by == 'task' else 'cluster'}"
+            how = f"Wilson over rows{one_each}"
+        elif self.interval_method == "clustered t":
+            deff = f", design effect {self.design_effect:.2f}" if self.design_effect is not None else ""
+            how = f"clustered t by {self.cluster_by}{deff}"
+            how += f": {self.interval_note}" if self.interval_note else ""  # e.g. why it is zero-width
+        elif self.interval_method == "wilson over tasks":
+            how = f"Wilson over the {self.n_clusters} clusters ({self.cluster_by})"
+        else:
+            how = f"no interval: {self.interval_note}"
         return (
             f"agreement {self.agreement:.2f}{interval} | kappa {kappa} | leak {leak} "
-            f"({self.n} labels, gold {self.gold_kind}){flag}"
+            f"({labels}, gold {self.gold_kind}; {how}){flag}"
         )
 
 
@@ -217,6 +261,56 @@ def _judge_value(row: Mapping[str, Any], judge: str) -> tuple[Any, int | None]:
     return row.get(judge), binary_reward(row, judge)
 
 
+def _cluster_label(row: Mapping[str, Any], cluster: Any, position: int) -> Any:
+    """The cluster of one judged row under ``cluster=`` (see :func:`judge_agreement`).
+
+    A row with no task identity (no scenario_id, task_id or prompt) is its own cluster
+    under ``"task"``: nothing says it shares a task with another row.
+    """
+    if cluster == "task":
+        key = task_key(row)
+        return ("task", key) if key else ("row", position)
+    if callable(cluster):
+        label = cluster(row)
+    else:
+        label = row
+        for step in cluster.split("."):
+            label = label.get(step) if isinstance(label, Mapping) else None
+    if label is None:
+        name = getattr(cluster, "__name__", "the callable") if callable(cluster) else repr(cluster)
+        raise ConfigError(
+            f"cluster={name}: row {position} (task {task_key(row)!r}) has no cluster label; every labelled "
+            "row needs one (or pass cluster='task', the default)"
+        )
+    return repr(label) if isinstance(label, (dict, list, set)) else label
+
+
+def _agreement_interval(
+    agree: list[int], labels: list[Any], level: float, plain: WilsonInterval
+) -> tuple[tuple[float, float] | None, str, int | None, float | None, str | None]:
+    """(interval, method, G, design effect, note) of the agreement rate under clusters."""
+    codes, n_clusters = cluster_codes(labels, len(agree))
+    if n_clusters == len(agree):  # one row per cluster: the rows are the independent units
+        return (plain.low, plain.high), "wilson", n_clusters, None, None
+    if n_clusters < MIN_UNITS_FOR_INTERVAL:
+        return None, "none", n_clusters, None, (
+            f"{len(agree)} labels in {n_clusters} cluster(s), and a clustered interval needs "
+            f"{MIN_UNITS_FOR_INTERVAL}; label rows of more tasks (Wilson over rows, which treats "
+            f"them as independent, is in wilson_ci95)"
+        )
+    agreeing = sum(agree)
+    if agreeing in (0, len(agree)):
+        # se_C is 0: treat each task as one trial, the widest the correlation can make it
+        interval = wilson(n_clusters if agreeing else 0, n_clusters, level)
+        return (interval.low, interval.high), "wilson over tasks", n_clusters, None, (
+            f"every labelled row {'agrees' if agreeing else 'disagrees'}: the clustered se is 0, so the interval "
+            f"is Wilson's with the {n_clusters} clusters as the trials"
+        )
+    result = clustered_mean([float(a) for a in agree], codes, level)
+    low, high = max(0.0, result.low), min(1.0, result.high)
+    return (low, high), "clustered t", n_clusters, result.design_effect, result.note
+
+
 def _kind(row: Mapping[str, Any]) -> str:
     source = row.get("label_source")
     return str(source).lower() if source not in (None, "") else "unknown"
@@ -228,22 +322,47 @@ def judge_agreement(
     judge: str = "reward",
     level: float = 0.95,
     allow_model_gold: bool = False,
+    *,
+    cluster: Any = "task",
 ) -> JudgeAgreement:
     """Agreement of a judge with gold labels (docs/design/engine.md §6.5).
 
     Parameters
     ----------
-    rows : judged rows (list of dicts, DataFrame, SimulationData or JSONL path).
-    gold : a field name on the same rows (default ``"gold_reward"``), or a second row
+    rows : list of dicts, DataFrame, SimulationData or JSONL path
+        The judged rows.
+    gold : str or row collection, optional
+        A field name on the same rows (default ``"gold_reward"``), or a second row
         collection carrying the labels (its ``gold_reward``, else its ``reward``), matched
         by ``rollout_id``, else ``scenario_id#rollout_index``, else
         sha1(prompt + final_text)[:16].
-    judge : the field holding the judge's reward (``"reward"`` falls back to
-        ``qwen_reward`` like every statistic).
-    level : of the Wilson interval on agreement.
-    allow_model_gold : count model-written or unlabelled gold as good enough for ``ok``.
+    judge : str, optional
+        The field holding the judge's reward (``"reward"`` falls back to ``qwen_reward``
+        like every statistic).
+    level : float, optional
+        Of the interval on agreement; default 0.95.
+    allow_model_gold : bool, optional
+        Count model-written or unlabelled gold as good enough for ``ok``.
+    cluster : "task", None, str or callable, optional
+        Which labelled rows are correlated. ``"task"`` (default): rows of one task
+        (``scenario_id``, else ``task_id``, else the prompt) are one cluster, so several
+        labelled rollouts of a task count as one unit's worth of evidence, not several
+        (the module docstring has the interval). None: rows are independent (Wilson over
+        rows). A judged row's field (dotted for nested) or ``callable(row) -> label``
+        names coarser clusters (a base task, a tool).
 
-    ``gold_kind`` comes from the gold rows' ``label_source``.
+    Returns
+    -------
+    JudgeAgreement
+        ``gold_kind`` comes from the gold rows' ``label_source``; the interval fields say
+        which interval ``agreement_ci95`` is.
+
+    Raises
+    ------
+    ConfigError
+        When ``level`` is out of range or a labelled row lacks the ``cluster`` field.
+    TypeError
+        When ``judge`` is not a field name or ``rows`` not a row container.
     """
     rows = as_row_list(rows)
     if isinstance(level, bool) or not isinstance(level, (int, float)) or not 0 < level < 1:
@@ -251,13 +370,19 @@ def judge_agreement(
         raise ConfigError(f"level must be a number strictly between 0 and 1; got {level!r}")
     if not isinstance(judge, str):
         raise TypeError(f"judge must be a field name (str); got {type(judge).__name__}")
+    if cluster is not None and not callable(cluster) and (not isinstance(cluster, str) or not cluster):
+        raise ConfigError(f"cluster must be 'task', None, a row field or a callable; got {cluster!r}")
     pairs: list[tuple[int, int, str]] = []  # (judge, gold, kind)
+    pair_labels: list[Any] = []  # the cluster of each pair's judged row
     skipped = 0
     skip_reasons: Counter[str] = Counter()
     unmatched = 0
     matched_by: Counter[str] = Counter()
 
-    def add(judge_raw: Any, judge_value: int | None, gold_raw: Any, gold_value: int | None, kind: str) -> None:
+    def add(
+        judge_raw: Any, judge_value: int | None, gold_raw: Any, gold_value: int | None, kind: str,
+        row: Mapping[str, Any], position: int,
+    ) -> None:
         nonlocal skipped
         if gold_raw is None and judge_raw is None:
             return
@@ -273,12 +398,14 @@ def judge_agreement(
                 skip_reasons["gold label not 0/1"] += 1
             return
         pairs.append((judge_value, gold_value, kind))
+        if cluster is not None:
+            pair_labels.append(_cluster_label(row, cluster, position))
 
     if isinstance(gold, str):
-        for row in rows:
+        for position, row in enumerate(rows):
             judge_raw, judge_value = _judge_value(row, judge)
             gold_raw = row.get(gold)
-            add(judge_raw, judge_value, gold_raw, binary_reward(row, gold), _kind(row))
+            add(judge_raw, judge_value, gold_raw, binary_reward(row, gold), _kind(row), row, position)
     else:
         gold_rows = as_row_list(gold, "gold")
         index: dict[tuple[str, str], int] = {}
@@ -286,7 +413,7 @@ def judge_agreement(
             for key in _match_keys(gold_row):
                 index.setdefault(key, position)
         used: set[int] = set()
-        for row in rows:
+        for row_position, row in enumerate(rows):
             for key in _match_keys(row):
                 position = index.get(key)
                 if position is not None and position not in used:
@@ -294,7 +421,7 @@ def judge_agreement(
                     matched_by[key[0]] += 1
                     judge_raw, judge_value = _judge_value(row, judge)
                     gold_raw, gold_value = _gold_value(gold_rows[position])
-                    add(judge_raw, judge_value, gold_raw, gold_value, _kind(gold_rows[position]))
+                    add(judge_raw, judge_value, gold_raw, gold_value, _kind(gold_rows[position]), row, row_position)
                     break
         unmatched = len(gold_rows) - len(used)
 
@@ -324,10 +451,18 @@ def judge_agreement(
         return JudgeAgreement(
             0, skipped, unmatched, None, None, None, {"tp": 0, "fp": 0, "fn": 0, "tn": 0},
             None, None, None, None, gold_kind, trusted, False, dict(matched_by), (), note,
+            interval_method="none",
         )
 
     agreement = (tp + tn) / n
-    interval = wilson(tp + tn, n, level)
+    plain = wilson(tp + tn, n, level)
+    if cluster is None:
+        ci, method, n_clusters, design, interval_note = (plain.low, plain.high), "wilson", None, None, None
+    else:
+        ci, method, n_clusters, design, interval_note = _agreement_interval(
+            [int(j == g) for j, g, _ in pairs], pair_labels, level, plain
+        )
+    cluster_by = None if cluster is None else getattr(cluster, "__name__", "a callable") if callable(cluster) else cluster
     judge_rate = (tp + fp) / n
     gold_rate = (tp + fn) / n
     chance = judge_rate * gold_rate + (1 - judge_rate) * (1 - gold_rate)
@@ -338,9 +473,10 @@ def judge_agreement(
     leak = fp / (fp + tn) if fp + tn else None
     miss = fn / (fn + tp) if fn + tp else None
     if n < COARSE_LABELS:
+        width = ci if ci is not None else (plain.low, plain.high)
         warnings.append(
             f"only {n} labelled rows: the agreement interval is coarse "
-            f"(+-{(interval.high - interval.low) / 2:.2f}); {COARSE_LABELS}-200 labels is the target range"
+            f"(+-{(width[1] - width[0]) / 2:.2f}); {COARSE_LABELS}-200 labels is the target range"
         )
     if leak is not None and leak >= LEAK_WARN_RATE:
         warnings.append(
@@ -363,9 +499,10 @@ def judge_agreement(
     ok = trusted or allow_model_gold
     return JudgeAgreement(
         n=n, n_skipped=skipped, n_unmatched=unmatched, agreement=agreement,
-        agreement_ci95=(interval.low, interval.high), kappa=kappa,
+        agreement_ci95=ci, kappa=kappa,
         confusion={"tp": tp, "fp": fp, "fn": fn, "tn": tn}, pass_when_gold_fail=leak,
         fail_when_gold_pass=miss, judge_pass_rate=judge_rate, gold_pass_rate=gold_rate,
         gold_kind=gold_kind, trusted=trusted, ok=ok, matched_by=dict(matched_by),
-        warnings=tuple(warnings), note=None,
+        warnings=tuple(warnings), note=None, wilson_ci95=(plain.low, plain.high), interval_method=method,
+        n_clusters=n_clusters, cluster_by=cluster_by, design_effect=design, interval_note=interval_note,
     )

@@ -1,8 +1,10 @@
 """One metric over tasks, every marker at once, and how much learning signal groups carry.
 
 * :func:`metric_summary`: the mean over tasks of each task's mean (so a task with 8
-  rollouts weighs what a task with 2 does), with a percentile-bootstrap interval over tasks.
-  A metric on which every applicable row has the same value is ``degenerate``: its
+  rollouts weighs what a task with 2 does), with an interval over tasks by the rule of
+  :func:`toolkit.stats._intervals.mean_interval` (clustered t with ``cluster=``; else
+  Wilson over tasks for 0/1 pass_at_1 values, Student t below 30 tasks, the percentile
+  bootstrap above). A metric on which every applicable row has the same value is ``degenerate``: its
   interval is withheld and a warning says so, because a marker that cannot fire passed as
   a guard in the reference engine (#270) and an all-zero checker looked like a clean
   failure (#594).
@@ -15,6 +17,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -24,11 +27,12 @@ import numpy as np
 
 from toolkit._util.keys import binary_reward, numeric_reward, task_key
 from toolkit._util.results import Result
-from toolkit._util.validate import check_count, check_level
+from toolkit._util.validate import check_level
 from toolkit.errors import ConfigError, unknown_name_message
 from toolkit.rows._read import as_row_list
+from toolkit.stats._intervals import cluster_note, mean_interval, task_clusters
 from toolkit.stats.passk import pass_at
-from toolkit.stats.resampling import MIN_UNITS_FOR_INTERVAL, bootstrap_ci
+from toolkit.stats.resampling import MIN_UNITS_FOR_INTERVAL, check_resamples
 
 __all__ = [
     "metric_summary",
@@ -86,9 +90,17 @@ def per_task_values(rows: Any, metric: str) -> tuple[dict[str, list[float]], int
     reward for pass_at_1) are counted in ``n_skipped``; rows without the value are not.
     Other statistics (``compare_runs``) pair tasks through this.
     """
-    rows = as_row_list(rows)
+    grouped, skipped, resolved, _ = _per_task_rows(as_row_list(rows), metric)
+    return grouped, skipped, resolved
+
+
+def _per_task_rows(
+    rows: list[dict[str, Any]], metric: str
+) -> tuple[dict[str, list[float]], int, str, list[dict[str, Any]]]:
+    """:func:`per_task_values` and the rows whose value was used (for ``cluster=``)."""
     kind, marker = _resolve_metric(rows, metric)
     grouped: dict[str, list[float]] = {}
+    used: list[dict[str, Any]] = []
     skipped = 0
     for row in rows:
         if kind == "marker":
@@ -100,17 +112,33 @@ def per_task_values(rows: Any, metric: str) -> tuple[dict[str, list[float]], int
             skipped += int(present)
             continue
         grouped.setdefault(task_key(row), []).append(float(value))
+        used.append(row)
     resolved = f"{_MARKER_PREFIX}{marker}" if kind == "marker" else kind
-    return grouped, skipped, resolved
+    return grouped, skipped, resolved, used
+
+
+# The printed names of mean_interval's methods.
+_METHOD_LABELS = {
+    "clustered t": "clustered t",
+    "wilson over tasks": "Wilson over tasks",
+    "student t": "Student t",
+    "percentile bootstrap": "percentile bootstrap",
+}
 
 
 @dataclass(frozen=True)
 class MetricSummary(Result):
-    """Mean over tasks of a metric's per-task means, with a bootstrap interval over tasks.
+    """Mean over tasks of a metric's per-task means, with an interval over tasks.
 
     ``degenerate`` is True when every applicable row has one value; then ``ci95`` is None
     and ``warnings`` says why. ``n_rows_at_1`` / ``n_rows_at_0`` count rows whose value is
-    exactly 1 / 0.
+    exactly 1 / 0. ``interval_method`` is ``"clustered t"``, ``"wilson over tasks"``,
+    ``"student t"``, ``"percentile bootstrap"`` or ``"none"`` (``mean_interval``'s rule);
+    ``bootstrap_ci95`` is the cluster bootstrap beside a clustered t interval,
+    ``design_effect`` the clustered over the naive variance, ``n_clusters`` /
+    ``cluster_by`` / ``cluster_note`` the clustering (or why ``cluster="auto"`` found
+    none), ``covers`` what the interval covers and ``interval_note`` why it is one-sided,
+    zero-width or missing.
     """
 
     metric: str
@@ -126,14 +154,33 @@ class MetricSummary(Result):
     per_task: dict[str, float] = field(repr=False)
     warnings: tuple[str, ...] = ()
     note: str | None = None
+    interval_method: str = "none"
+    bootstrap_ci95: tuple[float, float] | None = None
+    design_effect: float | None = None
+    n_clusters: int | None = None
+    cluster_by: str | None = None
+    cluster_note: str | None = None
+    covers: str | None = None
+    interval_note: str | None = None
 
     def __str__(self) -> str:
         if self.mean is None:
             return f"{self.metric}: n/a ({self.note})"
         interval = f" [{self.ci95[0]:.3g}..{self.ci95[1]:.3g}]" if self.ci95 else " [no interval]"
+        details = []
+        if self.ci95 and self.interval_method != "percentile bootstrap":
+            details.append(f"{_METHOD_LABELS.get(self.interval_method, self.interval_method)} interval")
+        if self.cluster_note:
+            details.append(self.cluster_note)
+        note = self.interval_note
+        if note is None and self.ci95 and self.ci95[0] == self.ci95[1]:
+            note = "zero-width interval: every resample gave the same mean"  # never printed bare
+        if note and self.ci95:
+            details.append(note)
+        extra = "".join(f"; {d}" for d in details)
         # the printed line carries the warning itself ("check the judge"), not only .warnings
         flag = (" DEGENERATE: " + "; ".join(self.warnings) if self.warnings else " DEGENERATE") if self.degenerate else ""
-        return f"{self.metric} {self.mean:.3g}{interval} ({self.n_tasks} tasks, {self.n_rows} rows){flag}"
+        return f"{self.metric} {self.mean:.3g}{interval} ({self.n_tasks} tasks, {self.n_rows} rows{extra}){flag}"
 
 
 def metric_summary(
@@ -142,13 +189,23 @@ def metric_summary(
     level: float = 0.95,
     n_resamples: int = 10_000,
     seed: int | np.random.Generator | None = 0,
+    *,
+    cluster: Any = None,
 ) -> MetricSummary:
-    """Mean over task means of ``metric`` with a percentile-bootstrap interval over tasks.
+    """Mean over task means of ``metric`` with an interval over tasks.
 
     ``mean = (1/T) sum_t mean(values of task t)`` over the T tasks with a usable value. The
-    interval is withheld (``ci95`` None, with a note) when there are 2 or more values and
-    all are equal (``degenerate``, with a warning) or fewer than 3 tasks carry the metric. Empty input
-    returns a result with a note.
+    interval is :func:`toolkit.stats._intervals.mean_interval` on the T task means: with
+    ``cluster=`` the cluster-robust t interval ``mean +/- t_{G-1} se_C`` with
+    ``se_C = sqrt(G/(G-1) sum_c (sum_{t in c} (x_t - mean))^2) / T`` (Miller 2024,
+    arXiv:2411.00640, CR1), the cluster bootstrap beside it; without, Wilson's interval
+    over tasks when the metric is ``pass_at_1`` and every task mean is 0 or 1 (Wilson
+    1927; Brown, Cai & DasGupta 2001), Student's t below 30 tasks, else the percentile
+    bootstrap. (Wilson is kept to pass_at_1: a marker that happens to be 0/1 per task is
+    not a proportion of passing tasks.) The interval is withheld (``ci95`` None, with a
+    note) when there are 2 or more values and all are equal (``degenerate``, with a
+    warning) or fewer than 3 tasks (or clusters) carry the metric. Empty input returns a
+    result with a note.
 
     Parameters
     ----------
@@ -167,30 +224,38 @@ def metric_summary(
         Confidence level of the interval, strictly between 0 and 1; default 0.95. Checked
         even when no interval is formed.
     n_resamples : int, optional
-        Bootstrap resamples, an integer ``>= 1``; default 10,000.
+        Bootstrap resamples, an integer ``>= 100`` (a warning below 1,000); default 10,000.
     seed : int, numpy.random.Generator or None, optional
         Seed of the bootstrap (:func:`toolkit.stats.bootstrap_ci`); default 0. None draws
         fresh entropy, so the interval is not reproducible.
+    cluster : None, "auto", str or callable, optional
+        Tasks sharing a cluster are not independent: None (default) treats tasks as
+        independent; ``"auto"`` takes the first of ``cluster``, ``cluster_id``,
+        ``task_family``, ``scenario_dimensions.tool`` every used row carries; a row field
+        (dotted for nested) or ``callable(row) -> label``. See :func:`toolkit.pass_at`.
 
     Returns
     -------
     MetricSummary
         ``metric`` (the resolved name), ``mean``, ``ci95``, ``level``, ``n_tasks``,
         ``n_rows`` (values used), ``n_skipped``, ``degenerate``, ``n_rows_at_1``,
-        ``n_rows_at_0``, ``per_task``, ``warnings`` and ``note``.
+        ``n_rows_at_0``, ``per_task``, ``warnings``, ``note`` and the interval fields
+        (``interval_method``, ``bootstrap_ci95``, ``design_effect``, ``n_clusters``,
+        ``cluster_by``, ``cluster_note``, ``covers``, ``interval_note``).
 
     Raises
     ------
     ConfigError
-        For an unknown metric name, or ``level`` / ``n_resamples`` out of range.
+        For an unknown metric name, ``level`` / ``n_resamples`` out of range, or a
+        ``cluster`` field a used row lacks.
     TypeError
         When ``metric`` is not a string or ``rows`` is not a row container.
     """
     rows = as_row_list(rows)
     # Checked up front, not only when 3+ tasks reach the bootstrap.
     level = check_level("level", level)
-    n_resamples = check_count("n_resamples", n_resamples)
-    grouped, skipped, resolved = per_task_values(rows, metric)
+    n_resamples = check_resamples(n_resamples)
+    grouped, skipped, resolved, used_rows = _per_task_rows(rows, metric)
     tasks = sorted(grouped)
     values = [value for task in tasks for value in grouped[task]]
     at_1 = sum(1 for value in values if value == 1.0)
@@ -198,11 +263,17 @@ def metric_summary(
     per_task = {task: math.fsum(grouped[task]) / len(grouped[task]) for task in tasks}
     warnings: list[str] = []
     notes: list[str] = []
+    labels, used = task_clusters(used_rows, cluster) if tasks else (None, None)
+    clustering = dict(
+        n_clusters=len({labels[t] for t in tasks}) if labels is not None else None,
+        cluster_by=used if labels is not None else None,
+        cluster_note=cluster_note(labels, used, tasks) if labels is not None else used,
+    )
 
-    def build(mean: float | None, ci: tuple[float, float] | None, degenerate: bool) -> MetricSummary:
+    def build(mean: float | None, ci: tuple[float, float] | None, degenerate: bool, **interval: Any) -> MetricSummary:
         return MetricSummary(
             resolved, mean, ci, float(level), len(tasks), len(values), skipped, degenerate,
-            at_1, at_0, per_task, tuple(warnings), "; ".join(notes) if notes else None,
+            at_1, at_0, per_task, tuple(warnings), "; ".join(notes) if notes else None, **clustering, **interval,
         )
 
     if not values:
@@ -229,12 +300,23 @@ def metric_summary(
         return build(mean, None, True)
     if len(tasks) < MIN_UNITS_FOR_INTERVAL:
         notes.append(
-            f"no interval: {len(tasks)} task(s), and a bootstrap needs {MIN_UNITS_FOR_INTERVAL}; run more tasks"
+            f"no interval: {len(tasks)} task(s), and an interval needs {MIN_UNITS_FOR_INTERVAL}; run more tasks"
         )
         return build(mean, None, False)
-    result = bootstrap_ci([per_task[t] for t in tasks], "mean", level=level, n_resamples=n_resamples, seed=seed)
-    ci = None if result.low is None else (result.low, result.high)
-    return build(mean, ci, False)
+    result = mean_interval(
+        [per_task[t] for t in tasks], clusters=None if labels is None else [labels[t] for t in tasks],
+        level=level, n_resamples=n_resamples, seed=seed, proportion=resolved == "pass_at_1",
+    )
+    if resolved == "pass_at_1" and result.pair is not None:
+        # a pass rate and its truth are in [0, 1]: a t interval past an end is clipped there
+        result = dataclasses.replace(result, low=max(0.0, result.low), high=min(1.0, result.high))
+    if result.pair is None:
+        notes.append(result.note or "no interval")
+    return build(
+        mean, result.pair, False, interval_method=result.method,
+        bootstrap_ci95=result.bootstrap if result.method == "clustered t" else None,
+        design_effect=result.design_effect, covers=result.covers, interval_note=result.note,
+    )
 
 
 @dataclass(frozen=True)
@@ -269,6 +351,8 @@ def marker_summary(
     level: float = 0.95,
     n_resamples: int = 10_000,
     seed: int | np.random.Generator | None = 0,
+    *,
+    cluster: Any = None,
 ) -> MarkerSummary:
     """:func:`metric_summary` for every marker present in ``rows`` (sorted by name).
 
@@ -283,11 +367,13 @@ def marker_summary(
         Confidence level of the interval, strictly between 0 and 1; default 0.95. Checked
         even when no interval is formed.
     n_resamples : int, optional
-        Bootstrap resamples, an integer ``>= 1``; default 10,000.
+        Bootstrap resamples, an integer ``>= 100`` (a warning below 1,000); default 10,000.
     seed : int, numpy.random.Generator or None, optional
         Seed of each marker's bootstrap; default 0. An int gives every marker the
         same seed; a Generator is shared, drawn from marker after marker. None draws
         fresh entropy, so the interval is not reproducible.
+    cluster : None, "auto", str or callable, optional
+        Passed to each :func:`metric_summary`.
 
     Returns
     -------
@@ -306,7 +392,9 @@ def marker_summary(
     rows = as_row_list(rows)
     names = _marker_names(rows)
     summaries = {
-        name: metric_summary(rows, f"{_MARKER_PREFIX}{name}", level=level, n_resamples=n_resamples, seed=seed)
+        name: metric_summary(
+            rows, f"{_MARKER_PREFIX}{name}", level=level, n_resamples=n_resamples, seed=seed, cluster=cluster
+        )
         for name in names
     }
     notes = []
@@ -437,7 +525,9 @@ def group_signal(rows: Any, lo: float = 0.2, hi: float = 0.8) -> GroupSignal:
             all_zero += 1
         elif values[0] == 1:
             all_one += 1
-    summary = pass_at(rows, n_resamples=1_000)  # only point values are used here
+    # only point values are used here; a bad reward is counted in n_skipped above, as
+    # group_signal always has, rather than raised
+    summary = pass_at(rows, n_resamples=1_000, on_bad_reward="skip")
     note = None
     if not rows:
         note = "no rows"
