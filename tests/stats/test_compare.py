@@ -925,11 +925,12 @@ def test_correction_adjusts_p_over_the_family_and_widens_the_intervals(correctio
 
 
 def test_no_change_family_wise_rate_is_held_by_holm():
-    # 8 null metrics on 25 tasks, 120 reports: without correction "some metric moves" in
-    # ~1 - 0.95^8 = 0.34 of reports; Holm keeps it near or under alpha.
+    # 8 null metrics on 25 tasks, 60 reports: without correction "some metric moves" in up
+    # to 1 - 0.95^8 = 0.34 of reports; Holm keeps it near or under alpha. (1,000-report
+    # figures are in benchmarks/bench_calibration.py: 0.340 and 0.000.)
     rng = np.random.default_rng(12)
     any_raw = any_holm = 0
-    reports = 120
+    reports = 60
     for _ in range(reports):
         before, after = [], []
         for i in range(25):
@@ -941,8 +942,8 @@ def test_no_change_family_wise_rate_is_held_by_holm():
         holm = tk.delta_report(before, after, metrics=names, target="m0", by=False, n_resamples=1000)
         any_raw += any(m.verdict in ("a_better", "b_better") for m in plain.metrics)
         any_holm += any(m.verdict in ("a_better", "b_better") for m in holm.metrics)
-    assert any_raw / reports >= 0.2
-    assert any_holm / reports <= 0.05 + 0.04  # 120 reports: se 0.02
+    assert any_raw / reports >= 0.15  # se 0.06 at 0.34
+    assert any_holm / reports <= 0.05 + 0.05  # se 0.03 at 0.05
 
 
 def test_correction_name_is_checked():

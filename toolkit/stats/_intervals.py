@@ -18,6 +18,14 @@ measures them again):
 4. otherwise the percentile bootstrap over tasks (:func:`toolkit.bootstrap_ci`).
 
 Fewer than 3 units (tasks, or clusters) give no interval, as everywhere in the toolkit.
+
+Measured (``benchmarks/bench_calibration.py``, 1,000 suites per cell, Monte Carlo se about
+0.007, 4 rollouts a task): pass^4 with E[p^4] = 0.029 (rare) covers 0.967 / 0.982 / 0.943 /
+0.960 at 10 / 20 / 50 / 200 tasks with Wilson over tasks, where the bootstrap covered 0.260 /
+0.440 / 0.754 / 0.925 and printed a zero-width interval in 74% of the 10-task suites (Wilson
+over-covers at 20 tasks: near 0 its coverage steps with n, and it errs wide there); pass@1
+covers 0.953 at 20 tasks (Student t), 0.951 / 0.960 at 50 / 200 (bootstrap); clustered
+numbers in :func:`toolkit.stats.clustered_mean`, paired deltas in :mod:`toolkit.stats.compare`.
 """
 
 from __future__ import annotations
