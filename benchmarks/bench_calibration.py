@@ -203,7 +203,7 @@ def family_wise(sims: int) -> None:
     rng = np.random.default_rng(4)
     counts = {"holm": 0, "bh": 0, None: 0}
     names = [f"m{j}" for j in range(8)]
-    reports = max(100, sims // 4)
+    reports = max(100, sims)
     for sim in range(reports):
         before, after = [], []
         for i in range(25):

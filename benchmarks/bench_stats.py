@@ -4,7 +4,8 @@ Run: ``.venv/bin/python benchmarks/bench_stats.py [--repeats 5]``
 
 ``pass_at_scale`` times ``tk.pass_at`` on 10^6 rows (250,000 tasks x 4 rollouts, row dicts
 ``{"task_id", "reward", "rollout_id"}``) with default settings against the issue-14 target
-of 3 s wall on 2 cores, and checks its numbers against numpy counts of the same rewards.
+of 3 s wall on 2 cores, and checks its numbers against numpy counts of the same rewards;
+``compare_runs_scale`` does the same for ``tk.compare_runs`` on two such runs (2 x 10^6 rows).
 
 Data as in docs/design/peers.md B.1: 1,000 per-task pass rates drawn as
 Binomial(8, Beta(2, 2)) / 8, and paired differences N(0.03, 0.2). Each cell is the median
@@ -133,6 +134,9 @@ def main() -> int:
     scale_met, scale_agrees = pass_at_scale(min(repeats, 3))
     all_met &= scale_met
     all_agree &= scale_agrees
+    compare_met, compare_agrees = compare_runs_scale(min(repeats, 3))
+    all_met &= compare_met
+    all_agree &= compare_agrees
     print()
     print(f"targets met: {'all' if all_met else 'NOT all'}; results agree: {'all' if all_agree else 'NOT all'}")
     return 0 if all_met and all_agree else 1
@@ -172,6 +176,39 @@ def pass_at_scale(repeats: int = 3, n_tasks: int = 250_000, rollouts: int = 4) -
     print(f"  wall {wall_s:.2f} s, cpu {cpu_s:.2f} s (target < {PASS_AT_SCALE_TARGET_S:g} s wall: "
           f"{'yes' if met else 'NO'})")
     print(f"  {'ok ' if agrees else 'BAD'} numbers vs numpy counts: {result}")
+    return met, agrees
+
+
+def compare_runs_scale(repeats: int = 3, n_tasks: int = 250_000, rollouts: int = 4) -> tuple[bool, bool]:
+    """Time ``tk.compare_runs`` on two runs of ``n_tasks x rollouts`` row dicts each.
+
+    The reference is numpy on the two reward matrices: delta = mean over tasks of the
+    difference of task means.
+    """
+    rng = np.random.default_rng(15)
+    rates = rng.beta(2, 2, n_tasks)[:, None]
+    before = rng.random((n_tasks, rollouts)) < rates
+    after = rng.random((n_tasks, rollouts)) < np.minimum(rates + 0.01, 1.0)
+
+    def rows(passed: np.ndarray) -> list[dict]:
+        rewards = passed.astype(int).tolist()
+        return [{"task_id": f"task-{t}", "reward": rewards[t][i], "rollout_id": f"task-{t}-{i}"}
+                for t in range(n_tasks) for i in range(rollouts)]
+
+    a, b = rows(before), rows(after)
+    walls, result = [], None
+    for _ in range(repeats):
+        wall = time.perf_counter()
+        result = tk.compare_runs(a, b)
+        walls.append(time.perf_counter() - wall)
+    wall_s = statistics.median(walls)
+    expected = float((after.mean(axis=1) - before.mean(axis=1)).mean())
+    agrees = abs(result.delta - expected) < 1e-12 and result.n_paired == n_tasks
+    met = wall_s < PASS_AT_SCALE_TARGET_S
+    print(f"compare_runs on 2 x {n_tasks * rollouts:,} rows ({n_tasks:,} paired tasks), default settings, "
+          f"median of {repeats}:")
+    print(f"  wall {wall_s:.2f} s (target < {PASS_AT_SCALE_TARGET_S:g} s wall: {'yes' if met else 'NO'})")
+    print(f"  {'ok ' if agrees else 'BAD'} delta vs numpy: {result}")
     return met, agrees
 
 

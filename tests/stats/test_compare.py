@@ -967,3 +967,31 @@ def test_seed_interval_p_is_never_zero():
     after = seed_rows([[[0.5]] * 6, [[0.5]] * 6])
     report = tk.delta_report(before, after, target="score", metrics=["score"], train_runs="both", by=False)
     assert report["score"].pvalue == pytest.approx(2 / 64) and report["score"].pvalue > 0
+
+
+def test_columnar_per_task_means_equal_the_row_by_row_path():
+    # Reference: summaries.per_task_values, the row-by-row reader, on messy rewards (bools,
+    # NaN, inf, text, numpy scalars, out of range, qwen_reward fallbacks, empty scenario_id).
+    from toolkit.stats import _metrics
+    from toolkit.stats.summaries import per_task_values
+
+    rng = random.Random(1)
+    choices = [0, 1, 1.0, 0.0, 0.5, 2.0, -1, float("nan"), float("inf"), True, False, "1", None,
+               np.float64(1.0), np.int64(0), 0.9999999]
+    for _ in range(200):
+        rows = []
+        for _ in range(rng.randint(0, 40)):
+            row = {"task_id": f"t{rng.randint(0, 6)}"}
+            if rng.random() < 0.3:
+                row["scenario_id"] = rng.choice(["", None, f"s{rng.randint(0, 3)}"])
+            if rng.random() < 0.2:
+                row["qwen_reward"] = rng.choice(choices)
+            value = rng.choice(choices)
+            if value is not None or rng.random() < 0.5:
+                row["reward"] = value
+            rows.append(row)
+        for metric in ("pass_at_1", "reward"):
+            fast, fast_skipped = _metrics._columnar_task_means(rows, metric)
+            grouped, skipped, _ = per_task_values(rows, metric)
+            assert fast_skipped == skipped
+            assert fast == pytest.approx({task: math.fsum(v) / len(v) for task, v in grouped.items()}, abs=1e-12)

@@ -9,9 +9,10 @@ from typing import Any
 
 import numpy as np
 
-from toolkit._util.keys import binary_reward, numeric_reward
+from toolkit._util.keys import _BINARY_TOLERANCE, binary_reward, numeric_reward
 from toolkit.errors import ConfigError, unknown_name_message
 from toolkit.rows._read import as_row_list
+from toolkit.stats.passk import _read_rewards, _task_keys
 from toolkit.stats.summaries import per_task_values
 
 __all__ = []
@@ -43,11 +44,35 @@ def _per_task_values(rows: Sequence[Mapping[str, Any]], metric: str) -> tuple[di
     (exact 0/1 rewards for pass@1, finite numbers for markers); a marker one side never
     carries is simply absent there, not an error, since the other side may carry it.
     """
+    if metric in ("pass_at_1", "reward") and type(rows) is list and all(type(row) is dict for row in rows):
+        return _columnar_task_means(rows, metric)
     try:
         grouped, skipped, _ = per_task_values(rows, metric)
     except ConfigError:
         return {}, 0
     return {task: math.fsum(values) / len(values) for task, values in grouped.items()}, skipped
+
+
+def _columnar_task_means(rows: list[dict[str, Any]], metric: str) -> tuple[dict[str, float], int]:
+    """The same numbers, read a column at a time (pass_at's reader): a call per row cost
+    ~5 us, 10 s of compare_runs on two runs of 10^6 rows; tested equal to the row path."""
+    rewards = _read_rewards(rows, False)
+    values = rewards.values
+    finite = np.isfinite(values)
+    if metric == "pass_at_1":
+        one = finite & (np.abs(values - 1.0) <= _BINARY_TOLERANCE)
+        usable = one | (finite & (np.abs(values) <= _BINARY_TOLERANCE))
+        values = one.astype(float)
+    else:
+        usable = finite
+    skipped = int(np.count_nonzero(~usable & ~rewards.absent))
+    keys = _task_keys(rows)
+    index: dict[str, int] = {}
+    codes = np.fromiter((index.setdefault(key, len(index)) for key in keys), dtype=np.int64, count=len(keys))
+    sums = np.bincount(codes[usable], weights=values[usable], minlength=len(index))
+    sizes = np.bincount(codes[usable], minlength=len(index))
+    names = list(index)
+    return {names[i]: float(sums[i] / sizes[i]) for i in np.flatnonzero(sizes).tolist()}, skipped
 
 
 def _per_task_rates(rows: Any, name: str = "rows") -> dict[str, float]:
