@@ -958,9 +958,11 @@ class DeltaReport(Result):
             f"  ok={self.ok}; target {self.target}; {runs}; noise floor: {self.noise_source or 'none'}"
         )
         if self.correction is not None:
+            others = sum(1 for m in self.metrics if m.metric != self.target and m.raw_pvalue is not None)
+            others += sum(1 for part in self.slices if part.raw_pvalue is not None)
             lines.append(
                 f"  {self.n_comparisons} comparisons: the target at alpha {self.alpha:g}, the other "
-                f"{self.n_comparisons - 1} {self.correction}-adjusted, their intervals at "
+                f"{others} {self.correction}-adjusted, their intervals at "
                 f"{self.interval_level:.2%} (simultaneous), a move there only after the target's"
             )
         else:
@@ -1621,7 +1623,7 @@ def delta_report(
         noise_source=noise_source, slice_by=slice_by, alpha=alpha,
         n_rows_before=len(rows_before), n_rows_after=len(rows_after),
         trained_arms=trained, n_train_runs_before=seed_counts[0], n_train_runs_after=seed_counts[1],
-        correction=correction if correction is not None and len(tested) >= 2 else None, n_comparisons=n_comparisons,
+        correction=correction if tested else None, n_comparisons=n_comparisons,
         interval_level=interval_level, cluster_by=cluster_by,
     )
 
