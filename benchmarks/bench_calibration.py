@@ -60,6 +60,20 @@ def clustered_rates(rng: np.random.Generator, n_clusters: int, per_cluster: int)
     return expit(rng.normal(0, 1, n_clusters)[:, None] + rng.normal(0, 1, (n_clusters, per_cluster))).ravel()
 
 
+def clustered_pair(rng: np.random.Generator, n_clusters: int, per: int, shift_mean: float, shift_sd: float):
+    """Before/after counts and rows of a clustered suite whose change shifts whole clusters.
+
+    logit p = cluster effect + task effect (sd 1 each); the change adds a per-cluster logit
+    shift N(shift_mean, shift_sd), so the tasks of one cluster move together.
+    """
+    logits = rng.normal(0, 1, n_clusters)[:, None] + rng.normal(0, 1, (n_clusters, per))
+    shift = shift_mean + rng.normal(0, shift_sd, n_clusters)[:, None]
+    families = np.repeat(np.arange(n_clusters), per)
+    a = rng.binomial(K, expit(logits).ravel())
+    b = rng.binomial(K, expit(logits + shift).ravel())
+    return a, b, rows_from_counts(a, K, families), rows_from_counts(b, K, families)
+
+
 def covers(interval, truth: float) -> bool:
     return interval is not None and interval[0] <= truth <= interval[1]
 
@@ -150,12 +164,7 @@ def paired_delta_coverage(sims: int) -> None:
         truth_c = float(np.mean(expit(base + 0.2 + rng.normal(0, shift_sd, draws)) - expit(base)))
         hits = naive = 0
         for sim in range(sims):
-            logits = rng.normal(0, 1, n_clusters)[:, None] + rng.normal(0, 1, (n_clusters, per))
-            shift = 0.2 + rng.normal(0, shift_sd, n_clusters)[:, None]
-            before, after = expit(logits).ravel(), expit(logits + shift).ravel()
-            families = np.repeat(np.arange(n_clusters), per)
-            a, b = rng.binomial(K, before), rng.binomial(K, after)
-            rows_a, rows_b = rows_from_counts(a, K, families), rows_from_counts(b, K, families)
+            a, b, rows_a, rows_b = clustered_pair(rng, n_clusters, per, 0.2, shift_sd)
             result = tk.compare_runs(rows_a, rows_b, cluster="cluster", n_resamples=B, seed=sim)
             hits += covers(result.ci, truth_c)
             plain = bootstrap_ci((b - a) / K, n_resamples=B, seed=sim)
@@ -184,12 +193,7 @@ def paired_false_positives(sims: int) -> None:
     for n_clusters, per in ((20, 10), (50, 4)):
         hits = naive = 0
         for sim in range(sims):
-            logits = rng.normal(0, 1, n_clusters)[:, None] + rng.normal(0, 1, (n_clusters, per))
-            shift = rng.normal(0, 0.5, n_clusters)[:, None]
-            families = np.repeat(np.arange(n_clusters), per)
-            a = rng.binomial(K, expit(logits).ravel())
-            b = rng.binomial(K, expit(logits + shift).ravel())
-            rows_a, rows_b = rows_from_counts(a, K, families), rows_from_counts(b, K, families)
+            _, _, rows_a, rows_b = clustered_pair(rng, n_clusters, per, 0.0, 0.5)
             clustered = tk.compare_runs(rows_a, rows_b, cluster="cluster", n_resamples=B, seed=sim)
             plain = tk.compare_runs(rows_a, rows_b, n_resamples=B, seed=sim)
             hits += clustered.verdict in ("a_better", "b_better")
