@@ -288,7 +288,7 @@ def test_bootstrap_settings_have_effects(fixture_dir):
     rows += [row(f"b-{i:02d}", "baseline", 0.0) for i in range(8)]
     a = fork_rows(fixture_dir, rows, decision={"seed": 1}).cohort("failure")
     b = fork_rows(fixture_dir, rows, decision={"seed": 1}).cohort("failure")
-    c = fork_rows(fixture_dir, rows, decision={"ci_level": 0.6}).cohort("failure")
+    c = fork_rows(fixture_dir, rows, decision={"ci_level": 0.9}).cohort("failure")
     assert (a.ci_low, a.ci_high) == (b.ci_low, b.ci_high)  # seeded: reproducible
     assert c.ci_high - c.ci_low < a.ci_high - a.ci_low
 

@@ -207,6 +207,9 @@ class SourceConfig(_Strict):
 class TargetConfig(_Strict):
     runner: str = Field(description="python:<module.path>:<attr>; sync or async callable.")
     max_workers: int = Field(default=4, ge=1, le=256, description="Traces replayed at once.")
+    # One replay per trace cannot tell the change from the agent's own randomness; N replays
+    # make the statistics resample traces (cluster = trace). 20 bounds the cost (20x the calls).
+    replays: int = Field(default=1, ge=1, le=20, description="Replays of each trace under the change.")
 
     @field_validator("runner")
     @classmethod
@@ -284,8 +287,16 @@ class DecisionConfig(_Strict):
     max_ci_width: float | None = Field(default=None, ge=0.0)
     # The design reference's statistical defaults (docs/design/whatif.md §5): B = 5000, seed 42, 0.95.
     bootstrap_resamples: int = Field(default=5000, ge=100, le=1_000_000)
-    ci_level: float = Field(default=0.95, gt=0.5, lt=1.0)
+    # Below 0.9 an interval is narrow enough to pass a width guard on noise (issue 15: 0.6
+    # passed max_ci_width 0.2 where 0.95 did not), so the config cannot go lower.
+    ci_level: float = Field(default=0.95, ge=0.9, lt=1.0)
     seed: int = 42
+    # A trace that falls by more than max_trace_drop (half the [0, 1] scale by default) is a
+    # severe drop; more than max_severe_drops of them block Ship whatever the averages say.
+    max_trace_drop: float = Field(default=0.5, gt=0.0, le=1.0)
+    max_severe_drops: int = Field(default=0, ge=0, le=1_000_000)
+    # Replay the unchanged configuration first; a delta inside the A/A spread cannot Ship.
+    aa_check: bool = False
     # Traces of one task (or one user, one ticket family) are not independent; naming the
     # key makes the CI a cluster bootstrap and the sign flips act on whole clusters.
     cluster_by: str | None = Field(default=None, min_length=1)

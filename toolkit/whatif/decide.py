@@ -199,13 +199,17 @@ class Policy(Result):
     ci_level: float = 0.95
     seed: int = 42
     cluster_by: str | None = None
+    max_trace_drop: float = 0.5
+    max_severe_drops: int = 0
+    aa_check: bool = False
+    replays: int = 1
 
     @classmethod
     def from_config(cls, config) -> "Policy":
         decision = config.decision
         return cls(
-            experiment_shape=config.experiment_shape,
-            **{f.name: getattr(decision, f.name) for f in dataclasses.fields(cls) if f.name != "experiment_shape"},
+            experiment_shape=config.experiment_shape, replays=config.target.replays,
+            **{f.name: getattr(decision, f.name) for f in dataclasses.fields(cls) if f.name not in ("experiment_shape", "replays")},
         )
 
     @property
