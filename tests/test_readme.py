@@ -43,3 +43,15 @@ def test_readme_example_prints_what_its_comment_says(tmp_path, monkeypatch):
     namespace: dict = {}
     exec(compile(code.replace("print(data.pass_at)", "printed = str(data.pass_at)"), "README.md", "exec"), namespace)
     assert namespace["printed"].startswith(comment), (namespace["printed"], comment)
+
+
+def test_readme_whatif_block_runs_as_written(tmp_path, monkeypatch):
+    # the README's what-if commands, in order, in an empty folder: init writes what the next two read
+    from toolkit.__main__ import main
+
+    block = next(b for b in re.findall(r"```bash\n(.*?)```", README, flags=re.S) if "whatif init" in b)
+    commands = [line.split("#")[0].split() for line in block.splitlines() if line.startswith("python -m toolkit ")]
+    assert [c[4] for c in commands] == ["init", "validate", "fork"]
+    monkeypatch.chdir(tmp_path)
+    assert [main(command[3:]) for command in commands] == [0, 0, 0]  # the example ships, offline
+    assert (tmp_path / "verdict.md").read_text(encoding="utf-8").startswith("# What-if verdict: Ship")

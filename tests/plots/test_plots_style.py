@@ -12,6 +12,7 @@ or annotation), and it exports as vector PDF and SVG (text kept as text in the S
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import matplotlib.colors as mcolors
 import matplotlib.pyplot as plt
@@ -61,6 +62,8 @@ def _judged(n=40, seed=0):
 
 
 def _whatif_verdict(tmp_path, monkeypatch):
+    # the what-if fixtures live beside their tests; importable however this file is collected
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "whatif"))
     from test_whatif_report import fork, install_fixture
 
     install_fixture(tmp_path, monkeypatch)

@@ -162,3 +162,142 @@ def test_environment_errors_exit_2_without_traceback(workdir, capsys):
     assert main(["whatif", "fork"]) == 2  # in process: an OSError escaping main() would fail here
     assert "is not a file" in capsys.readouterr().err
     assert not (workdir / "reports").exists()
+
+
+# --- exit codes that cannot lie ---------------------------------------------------------------------
+
+
+def recursing(*args, **kwargs):
+    return recursing(*args, **kwargs)
+
+
+def raiser(error):
+    def raise_it(*args, **kwargs):
+        raise error
+    return raise_it
+
+
+@pytest.mark.parametrize("command, target", [(["whatif", "validate", "c.yaml"], "load_config"),
+                                             (["whatif", "fork", "--config", "c.yaml"], "fork")])
+@pytest.mark.parametrize("broken, name", [(raiser(RuntimeError("boom")), "RuntimeError"), (recursing, "RecursionError"),
+                                          (raiser(MemoryError()), "MemoryError"), (raiser(KeyError("k")), "KeyError"),
+                                          (raiser(SystemExit(1)), "RuntimeError: sys.exit(1)")])
+def test_unexpected_exceptions_exit_3_never_1(workdir, monkeypatch, capsys, command, target, broken, name):
+    import toolkit.whatif.cli as whatif_cli
+
+    monkeypatch.delenv("TOOLKIT_DEBUG", raising=False)
+    monkeypatch.setattr(whatif_cli, target, broken)
+    assert main(command) == 3
+    err = capsys.readouterr().err
+    first, *rest = err.splitlines()
+    assert first.startswith(f"internal error: {name}") and "report it" in err and "TOOLKIT_DEBUG=1" in err
+    assert "Traceback" not in err and len(rest) == 1
+
+
+def test_internal_error_message_is_one_capped_line(workdir, monkeypatch, capsys):
+    import toolkit.whatif.cli as whatif_cli
+
+    monkeypatch.delenv("TOOLKIT_DEBUG", raising=False)
+    monkeypatch.setattr(whatif_cli, "load_config", raiser(RuntimeError("line one\nline two " + "x" * 10_000)))
+    assert main(["whatif", "validate", "c.yaml"]) == 3
+    first = capsys.readouterr().err.splitlines()[0]
+    assert first.startswith("internal error: RuntimeError: line one line two xxx") and first.endswith("…(10018 chars)")
+    assert len(first) < 260
+
+
+def test_toolkit_debug_prints_the_traceback(workdir, monkeypatch, capsys):
+    import toolkit.whatif.cli as whatif_cli
+
+    monkeypatch.setenv("TOOLKIT_DEBUG", "1")
+    monkeypatch.setattr(whatif_cli, "fork", raiser(RuntimeError("boom")))
+    assert main(["whatif", "fork"]) == 3
+    err = capsys.readouterr().err
+    assert err.startswith("internal error: RuntimeError: boom") and "Traceback (most recent call last)" in err
+
+
+def test_keyboard_interrupt_exits_130(workdir, monkeypatch, capsys):
+    import toolkit.whatif.cli as whatif_cli
+
+    monkeypatch.setattr(whatif_cli, "fork", raiser(KeyboardInterrupt()))
+    assert main(["whatif", "fork"]) == 130
+    assert "interrupted" in capsys.readouterr().err
+
+
+def test_internal_error_in_a_subprocess_exits_3(workdir):
+    # a config loader that blows up for real, in a fresh interpreter: the exit status itself is 3
+    (workdir / "sitecustomize.py").write_text(
+        "import toolkit.whatif.config as c\n"
+        "def broken(*a, **k):\n    raise ZeroDivisionError('division by zero')\n"
+        "c.WhatIfConfig.model_validate = broken\n")
+    (workdir / "c.yaml").write_text("a: 1\n")
+    env = {**os.environ, "PYTHONPATH": str(workdir)}
+    env.pop("TOOLKIT_DEBUG", None)
+    result = subprocess.run([sys.executable, "-m", "toolkit", "whatif", "validate", "c.yaml"], cwd=workdir, env=env,
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 3 and result.stderr.startswith("internal error: ZeroDivisionError: division by zero")
+
+
+def test_help_documents_exit_code_3(workdir, capsys):
+    for command in (["whatif", "fork", "--help"], ["whatif", "--help"]):
+        with pytest.raises(SystemExit):
+            main(command)
+        out = capsys.readouterr().out
+        assert "3    internal error" in out and "1    Don't Ship" in out
+    assert "3 internal error" in sys.modules["toolkit.whatif.cli"].__doc__
+
+
+# --- whatif init: a starting point that runs ---------------------------------------------------------------
+
+
+def test_init_writes_a_config_that_validates_and_runs_offline(workdir, capsys):
+    assert main(["whatif", "init"]) == 0
+    assert (workdir / "whatif.config.yaml").exists() and (workdir / "whatif-example-traces.jsonl").exists()
+    assert main(["whatif", "validate", "whatif.config.yaml"]) == 0
+    capsys.readouterr()
+    code = main(["whatif", "fork", "--config", "whatif.config.yaml", "--allow-stub", "--output-json", "r.json", "--output-md", "r.md"])
+    assert code in (0, 1, 2)
+    assert code == 0 and json.loads((workdir / "r.json").read_text())["verdict_state"] == "ship"  # the example ships
+    # it needs no stub: the same run without --allow-stub ships too
+    assert main(["whatif", "fork", "--output-json", "s.json", "--output-md", "s.md"]) == 0
+
+
+def test_init_refuses_to_overwrite_without_force(workdir, capsys):
+    (workdir / "whatif.config.yaml").write_text("mine: keep\n")
+    assert main(["whatif", "init"]) == 2
+    assert "already exists; pass --force" in capsys.readouterr().err
+    assert (workdir / "whatif.config.yaml").read_text() == "mine: keep\n"
+    assert not (workdir / "whatif-example-traces.jsonl").exists()
+    assert main(["whatif", "init", "--force"]) == 0
+    assert main(["whatif", "validate", "whatif.config.yaml"]) == 0
+
+
+def test_init_in_another_directory_runs_from_here(workdir, capsys):
+    assert main(["whatif", "init", "experiments/first.yaml"]) == 0
+    assert (workdir / "experiments" / "whatif-example-traces.jsonl").exists()
+    assert main(["whatif", "fork", "-c", "experiments/first.yaml", "--output-json", "r.json", "--output-md", "r.md"]) == 0
+    assert main(["whatif", "init", "first.json"]) == 2
+    assert "must end in .yaml" in capsys.readouterr().err
+
+
+def test_init_comments_every_field_and_sets_every_default():
+    from toolkit.whatif.config import DecisionConfig, TargetConfig, TimeoutsConfig
+    from toolkit.whatif.examples import EXAMPLE_CONFIG
+
+    text = EXAMPLE_CONFIG.format(config="c.yaml", traces="t.jsonl", traces_path='"t.jsonl"')
+    lines = text.splitlines()
+    fields = [i for i, line in enumerate(lines) if line.strip() and not line.lstrip().startswith("#")
+              and not line.rstrip().endswith(":")]
+    assert len(fields) > 30
+    for index in fields:  # every field with a value has its own comment line above it
+        assert lines[index - 1].lstrip().startswith("#"), f"uncommented field: {lines[index]!r}"
+    data = yaml.safe_load(text)
+    for section, model in (("decision", DecisionConfig), ("target", TargetConfig), ("timeouts", TimeoutsConfig)):
+        assert set(data[section]) == set(model.model_fields), section
+
+
+def test_subprocess_init_then_fork(tmp_path):
+    result = cli(tmp_path, "init")
+    assert result.returncode == 0, result.stderr
+    assert cli(tmp_path, "validate", "whatif.config.yaml").returncode == 0
+    fork_result = cli(tmp_path, "fork", "--config", "whatif.config.yaml", "--allow-stub")
+    assert fork_result.returncode in (0, 1, 2) and fork_result.returncode == 0, fork_result.stderr

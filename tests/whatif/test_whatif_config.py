@@ -205,3 +205,119 @@ def test_the_documented_example_config_validates():
     config = tk.whatif.load_config(yaml.safe_load("\n".join(line[4:] for line in block.splitlines())))
     assert config.selection.failure_cohort.clauses[1].number == 7 * 86400
     assert config.decision == tk.whatif.load_config(BASE).decision
+
+
+# --- the user's spec example (seeds/004 "Full example"), copied verbatim -----------------------------
+
+SPEC_EXAMPLE = """\
+source:
+  adapter: langfuse                    # or "stub" for offline use
+target:
+  runner: "python:my_agent.replay:run"
+selection:
+  failure_cohort:
+    limit: 20
+    filter: "score-below:0.6,since:24h"  # optional; adapter-interpreted
+  baseline_cohort:
+    limit: 20
+    filter: "score-above:0.8,since:24h"
+change:
+  system_prompt: "You are a senior on-call SRE..."
+  # model: "claude-haiku-4-5"          # optional model swap
+scorer:
+  adapter: inspect_ai                  # or "stub"
+  cache_mode: auto                     # auto | on | off | read_only | refresh
+decision:
+  require_baseline: true
+  max_baseline_regression_ratio: 0.10
+  min_failure_improvement_ratio: 0.50
+  practical_delta_epsilon: 0.05
+  # max_ci_width: 0.5                  # optional cap on CI width
+reporting:
+  profile: default                     # default | review | minimal | forensic
+timeouts:
+  replay_seconds: 60.0
+  score_seconds: 30.0
+"""
+
+
+def test_spec_example_fails_only_on_adapter_fields_each_explained(tmp_path):
+    (tmp_path / "whatif.config.yaml").write_text(SPEC_EXAMPLE)
+    with pytest.raises(tk.whatif.WhatIfConfigError) as info:
+        tk.whatif.load_config(tmp_path / "whatif.config.yaml")
+    error = info.value
+    assert len(error.problems) == 2  # the langfuse host, the inspect_ai judge fields; nothing else
+    source, scorer = error.problems
+    assert source.startswith("source: adapter 'langfuse' requires: host")
+    assert "source.host: the base URL of your Langfuse server" in source and 'e.g. host: "https://cloud.langfuse.com"' in source
+    assert scorer.startswith("scorer: adapter 'inspect_ai' requires: score_fn, judge_provider, judge_model_id, rubric_id, rubric_text")
+    for field in ("score_fn", "judge_provider", "judge_model_id", "rubric_id", "rubric_text"):
+        assert f"scorer.{field}: " in scorer and f"e.g. {field}: " in scorer
+
+
+def test_spec_example_loads_with_the_named_fields_added(tmp_path):
+    text = SPEC_EXAMPLE.replace("  adapter: langfuse                    # or \"stub\" for offline use\n",
+                                "  adapter: langfuse\n  host: \"https://cloud.langfuse.com\"\n")
+    text = text.replace("  adapter: inspect_ai                  # or \"stub\"\n",
+                        "  adapter: inspect_ai\n  score_fn: \"python:my_agent.judge:score\"\n  judge_provider: anthropic\n"
+                        "  judge_model_id: claude-haiku-4-5\n  rubric_id: faithfulness-v2\n  rubric_text: \"Score 1 if ...\"\n")
+    (tmp_path / "c.yaml").write_text(text)
+    config = tk.whatif.load_config(tmp_path / "c.yaml")
+    assert config.source.host == "https://cloud.langfuse.com" and config.decision.practical_delta_epsilon == 0.05
+    assert config.selection.failure_cohort.clauses[1].number == 24 * 3600
+
+
+def test_spec_example_loads_as_is_with_its_offline_alternatives(tmp_path):
+    # the example's own comments: adapter "stub" for the source and the scorer
+    text = SPEC_EXAMPLE.replace("adapter: langfuse", "adapter: stub").replace("adapter: inspect_ai", "adapter: stub")
+    (tmp_path / "c.yaml").write_text(text)
+    assert tk.whatif.load_config(tmp_path / "c.yaml").scorer.adapter == "stub"
+
+
+def test_every_required_adapter_field_says_why_and_gives_an_example():
+    for source, field in (({"adapter": "jsonl"}, "path"), ({"adapter": "phoenix"}, "spans_provider"),
+                          ({"adapter": "langfuse"}, "host")):
+        message = problems(with_change(lambda d: d.update(source=source)))
+        assert f"source.{field}: " in message and f"e.g. {field}: " in message
+    message = problems(with_change(lambda d: d["scorer"].update(adapter="python")))
+    assert "requires score_fn" in message and 'e.g. score_fn: "python:' in message
+
+
+# --- dates -----------------------------------------------------------------------------------------------
+
+
+def forensic_yaml(stamp):
+    return yaml.safe_dump({**BASE, "reporting": {}}).replace(
+        "reporting: {}", "reporting:\n  profile: forensic\n  forensic_acknowledgment:\n"
+        f"    accepted_by: me\n    accepted_at: {stamp}\n    reason: audit")
+
+
+@pytest.mark.parametrize("stamp, stored", [
+    ("2026-11-30", "2026-11-30"),  # YAML reads this as a datetime.date
+    ("2026-11-30 10:00:00", "2026-11-30T10:00:00"),  # ... and this as a datetime
+    ("2026-11-30T10:00:00Z", "2026-11-30T10:00:00+00:00"),
+    ("'2026-11-30T10:00Z'", "2026-11-30T10:00Z"),
+])
+def test_accepted_at_takes_unquoted_yaml_dates(tmp_path, stamp, stored):
+    (tmp_path / "c.yaml").write_text(forensic_yaml(stamp))
+    config = tk.whatif.load_config(tmp_path / "c.yaml")
+    assert config.reporting.forensic_acknowledgment.accepted_at == stored
+
+
+@pytest.mark.parametrize("stamp", ["'2026-13-45'", "'2026-02-30'", "'2026-11-30T25:00'", "'2026-11-30T10:61Z'", "2026-02-30"])
+def test_accepted_at_refuses_impossible_dates(tmp_path, stamp):
+    (tmp_path / "c.yaml").write_text(forensic_yaml(stamp))
+    with pytest.raises(tk.whatif.WhatIfConfigError) as info:
+        tk.whatif.load_config(tmp_path / "c.yaml")
+    message = str(info.value)
+    assert "accepted_at" in message or "day is out of range" in message
+    assert "not a real date" in message or "out of range" in message
+
+
+def test_accepted_at_date_objects_from_a_mapping():
+    import datetime
+
+    for value in (datetime.date(2026, 11, 30), datetime.datetime(2026, 11, 30, 10, 0)):
+        config = tk.whatif.load_config(with_change(lambda d: d["reporting"].update(
+            profile="forensic", forensic_acknowledgment={"accepted_by": "a", "accepted_at": value, "reason": "r"})))
+        assert config.reporting.forensic_acknowledgment.accepted_at.startswith("2026-11-30")

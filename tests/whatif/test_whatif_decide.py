@@ -87,7 +87,9 @@ def test_precedence():  # fact 26
 def test_regression_check_ignores_failure_logic():  # fact 27, docs/design/whatif.md §11.8
     policy = Policy(experiment_shape="regression_check")
     clean = decide({"baseline": cohort("baseline", [0.0] * 20, policy=policy)}, policy)
-    assert clean.verdict_state == "ship" and clean.findings == () and clean.required_cohorts == ("baseline",)
+    # all-zero deltas Ship, flagged as zero variance (degrades trust, never blocks)
+    assert clean.verdict_state == "ship" and clean.required_cohorts == ("baseline",)
+    assert [f.code for f in clean.findings] == ["zero_variance_cohort"]
     # a failure-labelled cohort that slipped in is not evaluated
     stray = decide({"baseline": cohort("baseline", [0.0] * 20, policy=policy),
                     "failure": cohort("failure", [-0.4] * 3, policy=policy)}, policy)
@@ -204,3 +206,112 @@ def test_cohort_result_str_is_one_line():
     text = str(cohort("failure", [0.1] * 6))
     assert "\n" not in text and "6 scored" in text
     assert isinstance(cohort("failure", [0.1] * 6), CohortResult)
+
+
+# --- issue 15: attacks on the verdict (each the crafted cohort the audit used) ----------------
+
+
+def test_a_few_catastrophes_inside_the_failure_cohort_block_ship():
+    # 11 rescued by +0.06, 9 made worse by -0.9: median +0.06 > eps and 55% improved passed
+    # every threshold rule; the mean is -0.372 and nine traces fell by 0.9.
+    failure = [0.06] * 11 + [-0.9] * 9
+    verdict = run(failure, CLEAN_BASELINE)
+    assert verdict.verdict_state == "dont_ship"
+    codes = [f.code for f in verdict.findings]
+    assert {"harm_not_excluded", "severe_trace_drops", "improvement_not_significant"} <= set(codes)
+    harm = next(f for f in verdict.findings if f.code == "harm_not_excluded")
+    assert "-0.372" in harm.message and harm.cohort == "failure"
+    drops = next(f for f in verdict.findings if f.code == "severe_trace_drops")
+    assert drops.message.startswith("failure cohort: 9 of 20 traces fell by more than 0.50")
+    # the old rules alone would have shipped it: no threshold finding fired
+    assert not {"failure_improvement_below_threshold", "practical_delta_below_threshold"} & set(codes)
+
+
+def test_two_baseline_traces_falling_to_zero_block_ship():
+    # 2 of 20 baseline traces fall 1.0 -> 0.0: the regression rate 0.10 <= 0.10 passed.
+    baseline = [0.0] * 18 + [-1.0] * 2
+    policy = Policy()
+    cohorts = {"failure": cohort("failure", [0.5] * 20, policy=policy),
+               "baseline": summarize_cohort("baseline", baseline, 20, 20, policy,
+                                            trace_ids=[f"b-{i:02d}" for i in range(20)])}
+    verdict = decide(cohorts, policy)
+    assert verdict.verdict_state == "dont_ship"
+    drops = next(f for f in verdict.findings if f.code == "severe_trace_drops")
+    assert drops.failure_ids == ("b-18", "b-19") and "worst Δ -1.000" in drops.message
+    assert "baseline_regression_above_threshold" not in [f.code for f in verdict.findings]
+    # the allowance is a real knob: two allowed severe drops leave the mean-interval guard
+    # (CI [-0.244, +0.044] reaches below -0.05), so the verdict stays Don't Ship for that reason
+    lenient = Policy(max_severe_drops=2)
+    again = decide({"failure": cohort("failure", [0.5] * 20, policy=lenient),
+                    "baseline": cohort("baseline", baseline, policy=lenient)}, lenient)
+    assert [f.code for f in again.findings if f.severity == "blocks_ship"] == ["harm_not_excluded"]
+
+
+def test_max_trace_drop_moves_the_count():
+    baseline = [0.0] * 17 + [-0.3, -0.6, -0.95]
+    counts = {drop: cohort("baseline", baseline, policy=Policy(max_trace_drop=drop)).severe_drops
+              for drop in (0.2, 0.5, 0.9, 1.0)}
+    assert counts == {0.2: 3, 0.5: 2, 0.9: 1, 1.0: 0}
+
+
+def test_mean_interval_matches_student_t_and_guards_use_its_bounds():
+    # Reference: scipy.stats.t interval on the same deltas (below 30 traces the rule is Student t).
+    rng = np.random.default_rng(3)
+    deltas = list(np.round(rng.normal(0.03, 0.2, 12), 3))
+    c = cohort("baseline", deltas)
+    mean = np.mean(deltas)
+    low, high = scipy_stats.t.interval(0.95, len(deltas) - 1, loc=mean, scale=scipy_stats.sem(deltas))
+    assert c.mean_ci_method == "student t"
+    assert c.mean_ci_low == pytest.approx(low) and c.mean_ci_high == pytest.approx(high)
+    harm = [f for f in run([0.5] * 20, deltas).findings if f.code == "harm_not_excluded"]
+    assert bool(harm) == (low < -0.05)
+
+
+def test_a_rescue_that_is_not_significant_does_not_ship():
+    # median 0.1 > eps and 55% improved, but 9 traces fall by 0.3: the mean interval reaches 0
+    failure = [0.1] * 11 + [-0.3] * 9
+    verdict = run(failure, CLEAN_BASELINE, Policy(max_trace_drop=0.5))
+    codes = [f.code for f in verdict.findings]
+    assert verdict.verdict_state == "dont_ship" and "improvement_not_significant" in codes
+    finding = next(f for f in verdict.findings if f.code == "improvement_not_significant")
+    assert float(finding.details["pvalue"]) >= 0.05 or float(finding.details["ci_low"]) <= 0
+
+
+def test_replays_average_within_a_trace_and_the_floor_counts_traces():
+    # 4 traces x 3 replays = 12 deltas: four traces of evidence, below the floor of five
+    ids = [t for t in ("a", "b", "c", "d") for _ in range(3)]
+    deltas = [0.2, 0.4, 0.3, 0.1, 0.1, 0.1, 0.5, -0.1, 0.2, 0.3, 0.3, 0.3]
+    c = summarize_cohort("failure", deltas, 4, 4, Policy(), trace_ids=ids)
+    assert c.scored == 4 and c.replays == 3
+    assert c.mean_delta == pytest.approx(np.mean([0.3, 0.1, 0.2, 0.3]))
+    assert c.flaky == 1  # trace c: +0.5 improved, -0.1 regressed
+    verdict = decide({"failure": c, "baseline": cohort("baseline", CLEAN_BASELINE)}, Policy())
+    assert verdict.verdict_state == "inconclusive" and not verdict.floor_passed
+
+
+def test_aa_check_refuses_a_delta_inside_the_unchanged_replays_spread():
+    # The change moves failures by +0.1 a trace, and so does replaying with no change at all.
+    ids = [f"f-{i:02d}" for i in range(20)]
+    rng = np.random.default_rng(5)
+    change = list(0.1 + rng.normal(0, 0.05, 20))
+    aa = {t: [0.1 + float(rng.normal(0, 0.05))] for t in ids}
+    policy = Policy(aa_check=True)
+    failure = summarize_cohort("failure", change, 20, 20, policy, trace_ids=ids, aa_deltas=aa)
+    baseline = summarize_cohort("baseline", [0.0] * 20, 20, 20, policy, trace_ids=[f"b-{i}" for i in range(20)],
+                                aa_deltas={f"b-{i}": [0.0] for i in range(20)})
+    verdict = decide({"failure": failure, "baseline": baseline}, policy)
+    codes = [f.code for f in verdict.findings]
+    assert "inside_aa_noise" in codes and verdict.verdict_state == "dont_ship"
+    assert "aa_drift" in codes  # the unchanged replay already moves scores by +0.1
+    # the same change with a quiet A/A run ships
+    quiet = summarize_cohort("failure", change, 20, 20, policy, trace_ids=ids, aa_deltas={t: [0.0] for t in ids})
+    assert decide({"failure": quiet, "baseline": baseline}, policy).verdict_state == "ship"
+    # without aa_check the A/A numbers are not asked for
+    assert "inside_aa_noise" not in [f.code for f in decide({"failure": failure, "baseline": baseline}, Policy()).findings]
+
+
+def test_aa_check_with_no_aa_scores_is_inconclusive():
+    policy = Policy(aa_check=True)
+    cohorts = {"failure": cohort("failure", [0.5] * 20, policy=policy), "baseline": cohort("baseline", CLEAN_BASELINE, policy=policy)}
+    verdict = decide(cohorts, policy)
+    assert verdict.verdict_state == "inconclusive" and "aa_unavailable" in [f.code for f in verdict.findings]

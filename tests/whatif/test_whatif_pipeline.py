@@ -397,9 +397,9 @@ def test_determinism_of_cohort_results(fixture_dir):  # fact 31, second half
 
 
 def peak_concurrency(fixture_dir, **sections):
-    import sys
+    import importlib
 
-    module = sys.modules[FIXTURE_MODULE]
+    module = importlib.import_module(FIXTURE_MODULE)
     module.LIVE.update(now=0, peak=0)
     fork_rows(fixture_dir, plain_rows(), **sections)
     return module.LIVE["peak"]
@@ -564,9 +564,9 @@ def test_cache_write_failure_keeps_the_scores_and_is_disclosed(fixture_dir):
 
 
 def test_async_scorer_works_inside_a_running_event_loop(fixture_dir):
-    import sys
+    import importlib
 
-    module = sys.modules[FIXTURE_MODULE]
+    module = importlib.import_module(FIXTURE_MODULE)
 
     async def async_score(case):
         await asyncio.sleep(0)
@@ -579,7 +579,8 @@ def test_async_scorer_works_inside_a_running_event_loop(fixture_dir):
 
     async def notebook_cell():
         asyncio.get_running_loop()  # we are inside a running loop, as in a Jupyter cell
-        return tk.whatif.fork(config)
+        with pytest.warns(RuntimeWarning, match="await tk.whatif.afork"):  # loud: the loop is blocked
+            return tk.whatif.fork(config)
 
     verdict = asyncio.run(notebook_cell())
     assert verdict.state == "ship" and verdict.failures == () and verdict.cohort("failure").scored == 6
@@ -610,9 +611,9 @@ def test_source_path_that_is_a_directory_is_a_setup_error(fixture_dir):
 
 
 def test_async_runner_that_blocks_its_loop_cannot_hang_the_run(fixture_dir):
-    import sys
+    import importlib
 
-    module = sys.modules[FIXTURE_MODULE]
+    module = importlib.import_module(FIXTURE_MODULE)
 
     async def blocking(trace_input, replay_config, tool_cache):
         if trace_input.trace_id == "f-00":
@@ -627,7 +628,8 @@ def test_async_runner_that_blocks_its_loop_cannot_hang_the_run(fixture_dir):
     # bound: (ceil(12 / 4) + 1) x 0.3 s + 1 s = 2.2 s, well before the 6 s block ends
     assert elapsed < 5.0
     codes = {r.trace_id: r.code for r in verdict.failures}
-    assert codes["f-00"] == "runner_timeout" and set(codes.values()) == {"runner_timeout"}
+    # the blocking trace is named; the traces it kept from starting are not false timeouts
+    assert codes["f-00"] == "runner_blocked_loop" and set(codes.values()) <= {"runner_blocked_loop", "runner_not_started", "runner_starved"}
     assert "abandoned_calls" in verdict.codes()
 
 
@@ -647,3 +649,130 @@ def test_cluster_by_task_makes_the_ci_and_the_sign_flips_cluster_wise(fixture_di
     assert "cluster bootstrap" in json.dumps(clustered.to_dict())
     with pytest.raises(tk.whatif.WhatIfConfigError, match="cluster_by"):
         fork_rows(fixture_dir, rows, decision={"cluster_by": "tenant"})
+
+
+# --- issue 15: replays, the A/A run, profiles, the stub gate ---------------------------------
+
+
+def test_replays_average_each_trace_and_count_traces_not_replays(fixture_dir):
+    import importlib
+
+    module = importlib.import_module(FIXTURE_MODULE)
+    rows = [row(f"f-{i:02d}", "failure", 0.1, jitter=[0.2, 0.0, -0.2]) for i in range(6)]
+    rows += [row(f"b-{i:02d}", "baseline", 0.0) for i in range(6)]
+    once = fork_rows(fixture_dir, rows).cohort("failure")
+    assert once.replays == 1 and once.mean_delta == pytest.approx(0.3)  # the first replay alone
+    module.SEEN.clear()
+    verdict = fork_rows(fixture_dir, rows, target={"replays": 3})
+    failure = verdict.cohort("failure")
+    assert (failure.selected, failure.replayed, failure.scored, failure.replays) == (6, 6, 6, 3)
+    assert failure.mean_delta == pytest.approx(0.1)  # +0.3, +0.1, -0.1 averaged per trace
+    assert failure.flaky == 6 and failure.within_trace_sd == pytest.approx(0.2)
+    assert "flaky_replays" in verdict.codes()
+    assert len(verdict.traces) == 12 and verdict.traces.delta.iloc[0] == pytest.approx(0.1)
+    assert sum(module.SEEN.values()) == 18  # 6 failure traces x 3 replays
+
+
+def test_replay_failures_keep_unique_record_ids(fixture_dir):
+    rows = plain_rows(6, 6)
+    rows[0]["runner_raises"] = True
+    verdict = fork_rows(fixture_dir, rows, target={"replays": 2})
+    ids = [r.id for r in verdict.failures]
+    assert len(ids) == len(set(ids)) == 2 and all(r.trace_id == "f-00" for r in verdict.failures)
+    assert verdict.cohort("failure").failure_counts == {"runner_exception": 1}  # one trace, counted once
+
+
+def test_aa_check_refuses_a_delta_the_unchanged_replay_also_shows(fixture_dir):
+    # The fixture's runner moves every failure by +0.2 whatever the prompt: an A/A run (no
+    # change) shows the same +0.2, so the "rescue" is replay drift, not the change.
+    drift = plain_rows(8, 8, failure_delta=0.2)
+    assert fork_rows(fixture_dir, drift).state == "ship"  # without the A/A run it ships
+    checked = fork_rows(fixture_dir, drift, decision={"aa_check": True})
+    assert checked.state == "dont_ship"
+    assert {"inside_aa_noise", "aa_drift"} <= set(checked.codes())
+    failure = checked.cohort("failure")
+    assert failure.aa_scored == 8 and failure.aa_mean_delta == pytest.approx(0.2) and failure.vs_aa_mean == pytest.approx(0.0)
+    # a change that works only through the prompt beats its A/A run and ships
+    plan = [row(f"f-{i:02d}", "failure", 0.0, prompt_shift=0.3 + 0.01 * i) for i in range(8)]
+    plan += [row(f"b-{i:02d}", "baseline", 0.0) for i in range(8)]
+    real = fork_rows(fixture_dir, plan, decision={"aa_check": True})
+    assert real.state == "ship", real.codes()
+    assert real.cohort("failure").vs_aa_low > 0 and real.cohort("failure").aa_mean_delta == 0.0
+
+
+def test_a_profile_can_be_lowered_freely_but_raised_only_with_the_acknowledgment(fixture_dir):
+    rows = plain_rows(6, 6)
+    assert fork_rows(fixture_dir, rows, profile="minimal", reporting={"profile": "review"}).profile == "minimal"
+    with pytest.raises(tk.whatif.ForensicAffirmationError, match="raising a profile needs"):
+        fork_rows(fixture_dir, rows, profile="review", reporting={"profile": "minimal"})
+    acknowledged = {"profile": "minimal", "forensic_acknowledgment": {
+        "accepted_by": "ops-7", "accepted_at": "2026-11-30", "reason": "incident review"}}
+    assert fork_rows(fixture_dir, rows, profile="review", reporting=acknowledged).profile == "review"
+
+
+def test_copies_of_one_trace_are_one_piece_of_evidence(fixture_dir):
+    # The audit's attack: one failure trace and one baseline trace, each copied 5x, passed the
+    # trust floor of five and shipped with exit 0.
+    rows = [row("f-same", "failure", 0.4) for _ in range(5)] + [row("b-same", "baseline", 0.0) for _ in range(5)]
+    verdict = fork_rows(fixture_dir, rows)
+    assert verdict.state == "inconclusive" and verdict.exit_code == 2
+    assert (verdict.cohort("failure").selected, verdict.cohort("baseline").selected) == (1, 1)
+    collapsed = [f for f in verdict.findings if f.code == "duplicate_traces_collapsed"]
+    assert sorted(f.details["count"] for f in collapsed) == [4, 4]
+    # copies under fresh ids but with the same input and output collapse too
+    renamed = [row(f"f-{i}", "failure", 0.4) for i in range(5)]
+    for entry in renamed:
+        entry["prompt"] = "question same"
+    renamed += [row(f"b-{i:02d}", "baseline", 0.0) for i in range(6)]
+    again = fork_rows(fixture_dir, renamed)
+    assert again.cohort("failure").selected == 1 and again.state == "inconclusive"
+
+
+def test_afork_runs_on_the_callers_loop_and_leaves_it_serving(fixture_dir):
+    # A notebook's runner shares the kernel's loop: here it waits on an asyncio.Event that a
+    # task on the caller's loop sets. On a private loop in another thread the event belongs
+    # to the wrong loop and every trace fails; with afork it works and the ticker keeps ticking.
+    import importlib
+
+    module = importlib.import_module(FIXTURE_MODULE)
+    path = write_rows(fixture_dir / "traces.jsonl", plain_rows(6, 6))
+
+    async def notebook_cell():
+        gate = asyncio.Event()
+        ticks = []
+
+        async def ticker():
+            while True:
+                await asyncio.sleep(0.05)
+                ticks.append(time.perf_counter())
+                gate.set()
+
+        async def gated(trace_input, replay_config, tool_cache):
+            await asyncio.wait_for(gate.wait(), 5)
+            await asyncio.sleep(0.05)
+            return module.run(trace_input, replay_config, tool_cache)
+
+        module.gated = gated
+        task = asyncio.create_task(ticker())
+        config = config_for(path, fixture_dir, target={"runner": f"python:{FIXTURE_MODULE}:gated", "max_workers": 2})
+        started = time.perf_counter()
+        verdict = await tk.whatif.afork(config)
+        finished = time.perf_counter()
+        task.cancel()
+        return verdict, [t for t in ticks if started <= t <= finished]
+
+    verdict, ticks_during = asyncio.run(notebook_cell())
+    assert verdict.failures == () and verdict.state == "ship"
+    assert len(ticks_during) >= 3  # 12 replays at 2 at a time, >= 0.05 s each: the loop kept serving
+
+
+def test_unrecognised_labels_are_counted_and_shown(fixture_dir):
+    rows = plain_rows(6, 6)
+    rows[0]["cohort"] = "Failure"  # recognised whatever the case
+    rows += [row(f"x-{i}", "flaky", 0.0) for i in range(3)]
+    verdict = fork_rows(fixture_dir, rows)
+    assert verdict.cohort("failure").selected == 6
+    finding = next(f for f in verdict.findings if f.code == "unrecognised_labels")
+    assert finding.details["count"] == 3 and "'flaky' x3" in finding.message
+    assert verdict.selection["left_out"]["unrecognised_labels"] == {"flaky": 3}
+    assert "unrecognised labels flaky ×3" in verdict.to_markdown()

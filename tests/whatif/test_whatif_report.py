@@ -46,7 +46,7 @@ def test_json_report_matches_the_versioned_schema(fixture_dir):
 def test_each_profile_changes_the_output(fixture_dir):
     outputs = {}
     for profile in ("minimal", "default", "review"):
-        verdict = fork(fixture_dir, profile=profile)
+        verdict = fork(fixture_dir, reporting={"profile": profile})
         outputs[profile] = (verdict.to_json(), verdict.to_markdown(), verdict.traces)
     forensic = fork(fixture_dir, profile="forensic", reporting=FORENSIC)
     outputs["forensic"] = (forensic.to_json(), forensic.to_markdown(), forensic.traces)
@@ -158,15 +158,6 @@ def test_reports_are_deterministic_apart_from_run_times(fixture_dir):
         return json.dumps(data, sort_keys=True)
 
     assert stable(fork(fixture_dir)) == stable(fork(fixture_dir))
-
-
-def test_duplicate_trace_ids_are_kept_apart(fixture_dir):
-    rows = [row("same", "failure", 0.2) for _ in range(5)] + [row("same", "failure", 0.2, runner_raises=True)]
-    rows += [row(f"b-{i}", "baseline", 0.0) for i in range(6)]
-    verdict = fork(fixture_dir, rows=rows)
-    failure = verdict.cohort("failure")
-    assert (failure.selected, failure.replayed, failure.scored) == (6, 5, 5)
-    assert list(verdict.traces.status[:6]) == ["scored"] * 5 + ["runner_exception"]
 
 
 def test_unknown_profile_suggests_the_nearest(fixture_dir):

@@ -6,6 +6,7 @@ this test starts; no live Langfuse is contacted.
 """
 
 import base64
+import dataclasses
 import datetime as dt
 import http.server
 import json
@@ -41,7 +42,7 @@ def test_stub_traces_are_seeded_and_sized():
 def test_stub_source_settings_change_the_run():
     few = tk.whatif.fork(base_config({"adapter": "stub", "synthetic_traces": 3}))
     assert few.state == "inconclusive" and few.cohort("failure").selected == 3
-    many = tk.whatif.fork(base_config({"adapter": "stub", "synthetic_traces": 8, "seed": 3}))
+    many = tk.whatif.fork(base_config({"adapter": "stub", "synthetic_traces": 8, "seed": 3}), allow_stub=True)
     assert many.state == "ship" and many.cohort("failure").selected == 8
 
 
@@ -304,3 +305,103 @@ def test_missing_relative_source_path_names_the_directory(tmp_path, monkeypatch)
     monkeypatch.chdir(tmp_path)
     with pytest.raises(tk.whatif.SetupError, match="relative paths resolve against the current directory"):
         tk.whatif.fork(base_config({"adapter": "jsonl", "path": "nowhere.jsonl"}))
+
+
+# --- hostile sources: labels that would drop traces silently, traces that count twice ------------
+
+
+def write_jsonl(path, rows):
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return str(path)
+
+
+def labelled_row(trace_id, label, prompt=None, output="Your order is shipped."):
+    row = {"schema_version": "1", "trace_id": trace_id, "task_id": trace_id, "prompt": prompt or f"question {trace_id}",
+           "steps": [{"tool": "lookup", "arguments": {"id": trace_id}, "result": {"id": trace_id}}, {"text": output}],
+           "final_text": output, "reward": 0.5}
+    if label is not ...:
+        row["cohort"] = label
+    return row
+
+
+def test_labels_match_any_case_and_outer_spaces(tmp_path):
+    labels = ["failure", "Failure", "FAILURE", " failure ", "\tFailure\n", "baseline", "Baseline ", " BASELINE"]
+    path = write_jsonl(tmp_path / "t.jsonl", [labelled_row(f"t{i}", label) for i, label in enumerate(labels)])
+    config = base_config({"adapter": "jsonl", "path": path, "label_field": "cohort"})
+    selection = select_cohorts(load_traces(config.source), config)
+    assert len(selection["failure"].traces) == 5 and len(selection["baseline"].traces) == 3
+    assert selection.unrecognised_labels == {} and selection.unlabelled == 0
+
+
+def test_unrecognised_labels_are_counted_not_dropped_silently(tmp_path):
+    labels = ["failure"] * 3 + ["baseline"] * 3 + ["failed", "failed", "good", "FAILURE!", "", None, ...]
+    path = write_jsonl(tmp_path / "t.jsonl", [labelled_row(f"t{i}", label) for i, label in enumerate(labels)])
+    config = base_config({"adapter": "jsonl", "path": path, "label_field": "cohort"})
+    selection = select_cohorts(load_traces(config.source), config)
+    assert selection.unrecognised_labels == {"failed": 2, "good": 1, "FAILURE!": 1, "": 1}
+    assert selection.unlabelled == 2  # a null label and a row without the field
+    assert len(selection["failure"].traces) == 3 and len(selection["baseline"].traces) == 3
+
+
+def test_unrecognised_labels_are_bounded(tmp_path):
+    rows = [labelled_row(f"t{i}", f"label-{i}-" + "x" * 200) for i in range(100)]
+    path = write_jsonl(tmp_path / "t.jsonl", rows)
+    config = base_config({"adapter": "jsonl", "path": path, "label_field": "cohort"})
+    counts = select_cohorts(load_traces(config.source), config).unrecognised_labels
+    assert len(counts) == 21 and counts["(other labels)"] == 80 and sum(counts.values()) == 100
+    assert all(len(label) <= 81 for label in counts)
+
+
+def test_phoenix_failed_flag_any_case_and_unknown_values_counted():
+    spans = openinference_spans()
+    flags = ["TRUE", "True", " yes ", "1", "maybe", "2", "FALSE", "no", False, None, "0", "false"]
+    roots = [s for s in spans if s["parent_id"] is None]
+    for span, flag in zip(roots, flags):
+        span["attributes"]["tag.failed"] = flag
+    traces = phoenix_traces_from_spans(spans)
+    assert [t.cohort for t in traces] == ["failure"] * 4 + ["", ""] + ["baseline"] * 6
+    config = base_config({"adapter": "stub"})
+    assert select_cohorts(traces, config).unrecognised_labels == {"maybe": 1, "2": 1}
+
+
+def test_label_filter_ignores_case_and_spaces(tmp_path):
+    rows = [dict(labelled_row(f"t{i}", "failure"), tier=tier) for i, tier in enumerate(["Gold", " gold", "silver"])]
+    path = write_jsonl(tmp_path / "t.jsonl", rows)
+    config = base_config({"adapter": "jsonl", "path": path, "label_field": "tier"},
+                         failure={"limit": 100, "filter": "label:GOLD"})
+    # label_field tier: no trace is a cohort, so the label filter is checked on the raw label
+    traces = [dataclasses.replace(t, cohort="failure") for t in load_traces(config.source)]
+    assert [t.trace_id for t in select_cohorts(traces, config)["failure"].traces] == ["t0", "t1"]
+
+
+def test_copied_traces_collapse_before_the_limit_and_the_floor(tmp_path):
+    failure, baseline = labelled_row("f-1", "failure"), labelled_row("b-1", "baseline", output="Other answer.")
+    path = write_jsonl(tmp_path / "t.jsonl", [failure] * 5 + [baseline] * 5)  # each exported 5 times
+    config = base_config({"adapter": "jsonl", "path": path, "label_field": "cohort"})
+    selection = select_cohorts(load_traces(config.source), config)
+    assert len(selection["failure"].traces) == 1 and len(selection["baseline"].traces) == 1
+    assert selection["failure"].labelled == 1 and selection["failure"].duplicates_collapsed == 4
+    assert selection.duplicates_collapsed == 8 and selection.duplicate_ids == ("f-1", "b-1")
+    assert selection["baseline"].duplicate_ids == ("b-1",)
+    verdict = tk.whatif.fork(config)  # 1 trace per cohort: the trust floor refuses, whatever the copies said
+    assert verdict.state == "inconclusive" and verdict.cohort("failure").selected == 1
+
+
+def test_same_content_under_new_ids_collapses_too(tmp_path):
+    rows = [labelled_row(f"f-{i}", "failure", prompt="same question", output="same answer") for i in range(5)]
+    rows += [labelled_row("b-0", "baseline", prompt="same question", output="same answer")]  # another cohort: kept
+    rows += [labelled_row(f"skip-{i}", "failure", prompt="") for i in range(2)]  # unreplayable: each its own record
+    path = write_jsonl(tmp_path / "t.jsonl", rows)
+    config = base_config({"adapter": "jsonl", "path": path, "label_field": "cohort"}, failure={"limit": 2})
+    selection = select_cohorts(load_traces(config.source), config)
+    assert [t.trace_id for t in selection["failure"].traces] == ["f-0", "skip-0"]  # the limit counts after collapsing
+    assert selection["failure"].available == 3 and not selection["baseline"].duplicates_collapsed
+    assert selection.duplicates_collapsed == 4 and selection.duplicate_ids == ("f-1", "f-2", "f-3", "f-4")
+
+
+def test_duplicate_ids_listed_at_most_twenty(tmp_path):
+    rows = [labelled_row(f"t{i}", "failure", prompt="q", output="a") for i in range(50)]
+    path = write_jsonl(tmp_path / "t.jsonl", rows)
+    config = base_config({"adapter": "jsonl", "path": path, "label_field": "cohort"})
+    selection = select_cohorts(load_traces(config.source), config)
+    assert selection.duplicates_collapsed == 49 and len(selection.duplicate_ids) == 20

@@ -36,7 +36,12 @@ FIXTURE_SOURCE = textwrap.dedent('''
             return 42
         prompt = replay_config.system_prompt or ""
         shift = plan.get("prompt_shift", 0.0) if "careful" in prompt else 0.0
-        return {"text": f"score={0.5 + plan['delta'] + shift:.4f}"}
+        if plan.get("jitter"):  # the k-th replay of a trace adds jitter[k]: a flaky agent
+            with _LOCK:
+                k = SEEN.get(trace_input.trace_id, 0)
+                SEEN[trace_input.trace_id] = k + 1
+            shift += plan["jitter"][k % len(plan["jitter"])]
+        return {"text": f"score={min(1.0, max(0.0, 0.5 + plan['delta'] + shift)):.4f}"}
 
 
     async def run_async(trace_input, replay_config, tool_cache):
@@ -45,6 +50,7 @@ FIXTURE_SOURCE = textwrap.dedent('''
 
 
     CALLS = {"n": 0}
+    SEEN = {}
     LIVE = {"now": 0, "peak": 0}
     import threading
     _LOCK = threading.Lock()
@@ -167,7 +173,8 @@ def test_wt1_clean_ship(fixture_dir):
     # structural CI facts only (docs/design/whatif.md §5: bounds depend on the RNG stream)
     assert failure.ci_low <= failure.median_delta <= failure.ci_high and failure.ci_high <= 0.2 + 1e-9
     assert verdict.state == "ship" and verdict.exit_code == 0
-    assert verdict.codes() == ["improvement_observed"]
+    # the fixture's baseline moves by exactly +0.010 on every trace: flagged, not blocking
+    assert verdict.codes() == ["improvement_observed", "zero_variance_cohort"]
     assert verdict.status_line() == "✓ toolkit.whatif: Ship — failures 14/20 ↑, baseline 20/20 stable"
 
 
@@ -204,7 +211,7 @@ def test_wt3_failure_rescue_gap(fixture_dir):
     assert (failure.improved, failure.unchanged, failure.regressed, failure.scored) == (2, 16, 2, 20)
     assert verdict.state == "dont_ship"
     codes = [f.code for f in verdict.blocking]
-    assert codes == ["failure_improvement_below_threshold", "practical_delta_below_threshold"]
+    assert codes == ["failure_improvement_below_threshold", "practical_delta_below_threshold", "improvement_not_significant"]
     assert verdict.findings[0].details == {"observed": "0.100", "threshold": "0.500"}
 
 
@@ -273,7 +280,7 @@ def test_wt6_rerun_after_fix_diff(fixture_dir, tmp_path):
     assert baseline["improved"] == (1, 3) and baseline["regressed"] == (6, 1)
     failure = next(c for c in change.cohort_changes if c["name"] == "failure")["changes"]
     assert "improved" not in failure and failure["regressed"] == (3, 2)
-    assert change.findings_removed == ("baseline_regression_above_threshold",) and change.findings_added == ()
+    assert change.findings_removed == ("baseline_regression_above_threshold", "harm_not_excluded") and change.findings_added == ()
     moved = {(t["trace_id"], t["before"], t["after"]) for t in change.trace_changes}
     assert {(f"b-{i}", "regressed", "unchanged") for i in range(14, 19)} <= moved
     assert ("b-19", "regressed", "unchanged") not in moved
@@ -305,12 +312,15 @@ def test_getting_started_stub_example_ships():
         "scorer": {"adapter": "python", "score_fn": "python:toolkit.whatif.examples:grounding_score", "cache_mode": "off"},
         "decision": {}, "reporting": {}, "timeouts": {},
     }
-    verdict = tk.whatif.fork(config)
-    assert verdict.state == "ship"
+    # synthetic traces can never exit 0 unless the run says it is a demo
+    refused = tk.whatif.fork(config)
+    assert refused.state == "inconclusive" and refused.exit_code == 2 and "stub_not_allowed" in refused.codes()
+    verdict = tk.whatif.fork(config, allow_stub=True)
+    assert verdict.state == "ship" and "stub_source_in_use" in verdict.codes()
     assert verdict.cohort("failure").improved == 20 and verdict.cohort("baseline").regressed == 0
     # the unchanged prompt (an A/A run) rescues nothing: the rules say Don't Ship
     config["change"] = {"system_prompt": "You are a helpful support agent."}
-    assert tk.whatif.fork(config).state == "dont_ship"
+    assert tk.whatif.fork(config, allow_stub=True).state == "dont_ship"
 
 
 def test_median_is_the_sample_median(fixture_dir):

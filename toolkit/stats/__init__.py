@@ -5,6 +5,7 @@ The names a notebook reader calls are also top-level (``tk.bootstrap_ci``); the 
 first; ``__all__`` is written out.
 """
 
+from toolkit.stats._intervals import MeanInterval, mean_interval
 from toolkit.stats.agreement import JudgeAgreement, WilsonInterval, judge_agreement, wilson
 from toolkit.stats.compare import (
     LOWER_IS_BETTER,
@@ -60,6 +61,8 @@ __all__ = [
     "ConfidenceInterval",
     "clustered_mean",
     "ClusteredMean",
+    "mean_interval",
+    "MeanInterval",
     "sign_flip_test",
     "SignFlipResult",
     "pass_at",

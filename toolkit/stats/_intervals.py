@@ -102,7 +102,29 @@ def mean_interval(
     seed: Any,
     proportion: bool = True,
 ) -> MeanInterval:
-    """The interval on ``mean(values)`` by the rule of the module docstring."""
+    """The interval on ``mean(values)`` by the rule of the module docstring.
+
+    Parameters
+    ----------
+    values : sequence of float
+        One value per unit (task, trace).
+    clusters : sequence, optional
+        One label per value; with at least 2 clusters that are not all singletons the
+        interval is the cluster-robust t (CR1, ``t(G - 1)``). Default None.
+    level : float
+        Confidence level, e.g. 0.95.
+    n_resamples : int
+        Resamples of the bootstrap branches.
+    seed : int or numpy.random.Generator
+        Seed of the bootstrap branches.
+    proportion : bool, optional
+        When every value is exactly 0 or 1, use the Wilson interval over units (default True).
+
+    Returns
+    -------
+    MeanInterval
+        The bounds, the method that made them, the standard error and notes.
+    """
     data = np.asarray(values, dtype=float)
     n = int(data.size)
     if clusters is not None:

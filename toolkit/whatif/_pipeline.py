@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import datetime as _dt
 import platform
+import statistics
 import sys
+import threading
+import warnings
 from collections import defaultdict
 from typing import Any
 
@@ -14,20 +19,27 @@ from toolkit.errors import unknown_name_message
 from toolkit.whatif.cache import CacheCorruption, CacheLockUnavailable, ScoreCache, resolve_cache_mode
 from toolkit.whatif.config import ForensicAffirmationError, WhatIfConfig, WhatIfConfigError, load_config
 from toolkit.whatif.decide import FLOOR, Policy, classify_delta, decide, make_finding, summarize_cohort
-from toolkit.whatif.replay import FailureRecord, ReplayConfig, replay_traces
+from toolkit.whatif.replay import FailureRecord, ReplayConfig, areplay_traces, replay_traces
 from toolkit.whatif.report import TraceResult, Verdict
-from toolkit.whatif.scoring import build_scorer, score_pairs
+from toolkit.whatif.scoring import ascore_pairs, build_scorer, score_pairs
 from toolkit.whatif.sources import load_traces, resolve_reference, select_cohorts
 
-__all__ = ["fork", "resolve_profile"]
+__all__ = ["fork", "afork", "resolve_profile"]
+
+# by how much user content each profile lets out of the process (report.py's profile table)
+_PROFILE_RANK = {"minimal": 0, "default": 1, "review": 2, "forensic": 3}
 
 
 def resolve_profile(config: WhatIfConfig, requested: str | None) -> str:
-    """The reporting profile in force, enforcing the forensic two-affirmation rule.
+    """The reporting profile in force, enforcing the two-affirmation rule for more content.
 
-    Forensic output (full prompts and outputs) needs BOTH ``reporting.profile: forensic`` with
-    an acknowledgment block in the config AND ``--profile forensic`` on the command line (or
-    ``fork(..., profile="forensic")``). Any other requested profile overrides the config's.
+    Profiles rank by how much user content leaves the process: minimal < default < review <
+    forensic. Forensic output (full prompts and outputs) needs BOTH ``reporting.profile:
+    forensic`` with an acknowledgment block in the config AND ``--profile forensic`` on the
+    command line (or ``fork(..., profile="forensic")``). A requested profile below the
+    configured one is always allowed (it reveals less); one above it (``--profile review``
+    on a ``minimal`` config) needs the same two affirmations: the config's
+    ``forensic_acknowledgment`` block and the flag.
 
     Parameters
     ----------
@@ -45,7 +57,8 @@ def resolve_profile(config: WhatIfConfig, requested: str | None) -> str:
     Raises
     ------
     ForensicAffirmationError
-        When only one of the two places asks for ``forensic``.
+        When only one of the two places asks for ``forensic``, or a requested profile above
+        the configured one comes without the config's acknowledgment block.
     WhatIfConfigError
         For an unknown requested profile.
     """
@@ -57,13 +70,19 @@ def resolve_profile(config: WhatIfConfig, requested: str | None) -> str:
                 "pass --profile forensic (or fork(..., profile='forensic')) to confirm"
             )
         return configured
+    if requested not in _PROFILE_RANK:
+        raise WhatIfConfigError(unknown_name_message("profile", requested, tuple(_PROFILE_RANK)))
     if requested == "forensic" and configured != "forensic":
         raise ForensicAffirmationError(
             "--profile forensic alone is not enough: the config must also set reporting.profile: forensic "
             "with a forensic_acknowledgment block (accepted_by, accepted_at, reason)"
         )
-    if requested not in ("default", "review", "minimal", "forensic"):
-        raise WhatIfConfigError(unknown_name_message("profile", requested, ("default", "review", "minimal", "forensic")))
+    if _PROFILE_RANK[requested] > _PROFILE_RANK[configured] and config.reporting.forensic_acknowledgment is None:
+        raise ForensicAffirmationError(
+            f"--profile {requested} shows more user content than the config's profile {configured!r}: "
+            "raising a profile needs the config's reporting.forensic_acknowledgment block (accepted_by, "
+            f"accepted_at, reason) as well; or set reporting.profile: {requested} in the config"
+        )
     return requested
 
 
@@ -97,8 +116,22 @@ def _methodology(config: WhatIfConfig, policy: Policy, scorer_adapter: str, cach
                 "set decision.cluster_by when traces share a task)"
             ),
         },
-        "test": "paired sign-flip test on the deltas (two-sided; exact when n <= 20), reported only",
-        "multiplicity": "none: the verdict rules are threshold rules, not hypothesis tests",
+        "decision_interval": (
+            f"{policy.ci_level:.0%} interval on the mean delta over traces (toolkit.stats.mean_interval: clustered t "
+            "with clusters, Wilson when every delta is 0 or 1, Student t below 30 traces, percentile bootstrap above)"
+        ),
+        "test": "paired sign-flip test on the per-trace mean deltas (two-sided; exact when at most 20 units)",
+        "harm_rules": (
+            f"Ship needs every scored cohort's mean interval above -{policy.practical_delta_epsilon:g}, at most "
+            f"{policy.max_severe_drops} trace(s) falling by more than {policy.max_trace_drop:g}, and the failure "
+            f"cohort's interval above 0 with p < {1 - policy.ci_level:.3g}"
+        ),
+        "replays": {"per_trace": policy.replays, "unit": "trace (replays averaged within a trace; the original is rescored each replay)"},
+        "aa_check": policy.aa_check,
+        "multiplicity": (
+            "none across cohorts: Ship needs every guard to pass (an intersection-union rule, each test at its own level, "
+            "which keeps the false-Ship rate at or below the largest single level)"
+        ),
         "scorer": scorer_adapter,
         "judge_model": config.scorer.judge_model_id,
         "judge_model_snapshot": config.scorer.judge_model_snapshot,
@@ -109,41 +142,115 @@ def _methodology(config: WhatIfConfig, policy: Policy, scorer_adapter: str, cach
         "causal_claim_scope": "associated_under_cached_tool_replay",
         "limitations": [
             "tool calls are answered from recorded outputs: a change that needs a new tool call fails as tool_cache_miss",
-            "each trace is replayed once; agent and judge randomness are not averaged out",
-            "the practical delta is a policy value, not calibrated against the scorer's noise",
+            ("each trace is replayed once; agent and judge randomness are not averaged out (target.replays)"
+             if policy.replays == 1 else f"each trace is replayed {policy.replays} times; traces are the unit"),
+            ("the practical delta is a policy value, not calibrated against the scorer's noise (decision.aa_check)"
+             if not policy.aa_check else "the A/A run measures the replay's own noise; the failure cohort must beat it"),
         ],
     }
 
 
-def fork(config: "WhatIfConfig | dict | str", profile: str | None = None) -> Verdict:
-    """Run a what-if experiment and return its :class:`Verdict`.
+def _stub_findings(config: WhatIfConfig, scorer, allow_stub: bool) -> list:
+    """A stub scorer or stub source: disclosed, and without ``allow_stub`` never exit 0."""
+    findings = []
+    stubs = [part for part, used in (("scorer", scorer.adapter == "stub"), ("source", config.source.adapter == "stub")) if used]
+    if config.source.adapter == "stub":
+        findings.append(make_finding(
+            "stub_source_in_use", "the traces are synthetic (source.adapter: stub), not recorded traffic"))
+    if stubs and not allow_stub:
+        findings.append(make_finding(
+            "stub_not_allowed",
+            f"the stub {' and the stub '.join(stubs)} cannot back a verdict; pass --allow-stub "
+            "(fork(..., allow_stub=True)) to run it as a demo",
+            {"stubs": ", ".join(stubs)}))
+    return findings
 
-    Per-trace problems become failure records, never exceptions; user errors (bad config,
-    unloadable runner or scorer, unreadable source) raise ToolkitError.
+
+def _selection_findings(selection) -> list:
+    findings = []
+    for name, chosen in selection.items():
+        if chosen.truncated:
+            findings.append(make_finding(
+                "selection_truncated",
+                f"{name} cohort: {len(chosen.traces)} of {chosen.available} matching traces selected (limit {chosen.limit})",
+                {"cohort": name, "available": chosen.available, "limit": chosen.limit}, name))
+        collapsed = getattr(chosen, "duplicates_collapsed", 0)
+        if collapsed:
+            ids = tuple(getattr(chosen, "duplicate_ids", ()))
+            findings.append(make_finding(
+                "duplicate_traces_collapsed",
+                f"{name} cohort: {collapsed} duplicate trace(s) collapsed before the trust floor counted "
+                f"(same trace id, or the same input and original output)",
+                {"cohort": name, "count": collapsed}, name, ids))
+    unknown = dict(getattr(selection, "unrecognised_labels", {}) or {})
+    if unknown:
+        shown = ", ".join(f"{label!r} x{count}" for label, count in list(unknown.items())[:5])
+        findings.append(make_finding(
+            "unrecognised_labels",
+            f"{sum(unknown.values())} trace(s) left out of both cohorts: unrecognised label(s) {shown}",
+            {"count": sum(unknown.values()), "labels": shown}))
+    return findings
+
+
+async def _replays(ordered, runner, change: ReplayConfig, config: WhatIfConfig, times: int, tag: str, isolated: bool):
+    """Replay ``ordered`` ``times`` times; keys (replay index, position); record ids made unique.
+
+    ``isolated`` (the sync :func:`fork`): the batch runs on a worker thread with its own loop,
+    whose watchdog can stop waiting for a runner that blocks its loop; otherwise on the
+    caller's loop (:func:`afork`), where a blocking step is seen only when it returns.
+    """
+    expanded = [trace for _ in range(times) for trace in ordered]
+    arguments = (expanded, runner, change, config.timeouts.replay_seconds, config.target.max_workers)
+    result = await (asyncio.to_thread(replay_traces, *arguments) if isolated else areplay_traces(*arguments))
+    size = len(ordered)
+
+    def key(k):
+        return (tag, k // size, k % size)
+
+    def rename(record, k):
+        if times == 1 and tag == "change":
+            return record
+        suffix = ("" if tag == "change" else "-aa") + (f"-r{k // size + 1}" if times > 1 else "")
+        return dataclasses.replace(record, id=record.id + suffix)
+
+    return ({key(k): v for k, v in result.outputs.items()}, {key(k): rename(v, k) for k, v in result.failures.items()},
+            {key(k): v for k, v in result.seconds.items()}, result.abandoned_calls)
+
+
+async def afork(config: "WhatIfConfig | dict | str", profile: str | None = None, *, allow_stub: bool = False) -> Verdict:
+    """Run a what-if experiment on the caller's event loop and return its :class:`Verdict`.
+
+    ``await tk.whatif.afork(config)`` in a notebook: async runners and scorers run on the
+    kernel's own loop (so they can share its clients, locks and queues), sync ones on
+    worker threads, and the loop keeps serving other tasks meanwhile.
 
     Parameters
     ----------
     config : WhatIfConfig, dict, str or path
-        A path to a YAML/JSON file, a mapping, or a :class:`WhatIfConfig`, loaded with
-        :func:`load_config`.
+        As for :func:`fork`.
     profile : str or None, optional
-        Overrides ``reporting.profile`` (see :func:`resolve_profile`); ``"forensic"`` is the
-        second affirmation the forensic profile needs. Default None uses the config's.
+        As for :func:`fork`.
+    allow_stub : bool, optional
+        As for :func:`fork`; default False.
 
     Returns
     -------
     Verdict
-        Ship / Don't Ship / Inconclusive with cohorts, findings, floor, failures, per-trace
-        results, selection, cache, methodology and manifest.
+        As for :func:`fork`.
 
-    Raises
-    ------
-    ToolkitError
-        For a user error: :class:`WhatIfConfigError`, :class:`ForensicAffirmationError`,
-        :class:`SetupError` and the like.
+    Notes
+    -----
+    An ``async def`` runner that blocks the loop (a synchronous call inside it) blocks the
+    caller's loop too, and is seen only when its step returns; it is then reported as
+    ``runner_blocked_loop``. The sync :func:`fork` can stop waiting for it at the batch bound.
     """
+    return await _afork(config, profile, allow_stub, isolated=False)
+
+
+async def _afork(config, profile: str | None, allow_stub: bool, isolated: bool) -> Verdict:
     started = _dt.datetime.now(_dt.timezone.utc)
     config = load_config(config)
+    configured_profile = config.reporting.profile
     profile = resolve_profile(config, profile)
     policy = Policy.from_config(config)
     runner = resolve_reference(config.target.runner, "target.runner")
@@ -151,7 +258,7 @@ def fork(config: "WhatIfConfig | dict | str", profile: str | None = None) -> Ver
     traces = load_traces(config.source)
     selection = select_cohorts(traces, config)
 
-    run_findings = []
+    run_findings = _stub_findings(config, scorer, allow_stub)
     mode, signal = resolve_cache_mode(config.scorer.cache_mode)
     if signal is not None:
         run_findings.append(make_finding(
@@ -171,24 +278,20 @@ def fork(config: "WhatIfConfig | dict | str", profile: str | None = None) -> Ver
         run_findings.append(make_finding(
             "settings_unused", f"the {scorer.adapter} scorer does not read scorer.{', scorer.'.join(unused)}",
             {"fields": ", ".join(unused)}))
-    for name, chosen in selection.items():
-        if chosen.truncated:
-            run_findings.append(make_finding(
-                "selection_truncated",
-                f"{name} cohort: {len(chosen.traces)} of {chosen.available} matching traces selected (limit {chosen.limit})",
-                {"cohort": name, "available": chosen.available, "limit": chosen.limit}, name))
+    run_findings.extend(_selection_findings(selection))
 
     ordered = [trace for name in ("failure", "baseline") if name in selection for trace in selection[name].traces]
     cache = ScoreCache(config.scorer.cache_dir, mode)
     failures: list[FailureRecord] = []
     halted = None
-    original_scores: dict[int, float] = {}
-    replayed_scores: dict[int, float] = {}
+    original_scores: dict = {}
+    replayed_scores: dict = {}
     rationales: dict = {}
     outputs: dict = {}
     replay_seconds: dict = {}
     abandoned = 0
-    per_trace_failures: dict[int, FailureRecord] = {}  # by position in ``ordered``
+    # keyed (tag, replay index, position in ``ordered``); tag "change" or "aa"
+    per_trace_failures: dict = {}
     try:
         cache.acquire()
     except CacheLockUnavailable as error:
@@ -200,23 +303,36 @@ def fork(config: "WhatIfConfig | dict | str", profile: str | None = None) -> Ver
                               failure_ids=[record.id])
     if halted is None:
         try:
+            runs = []
+            if policy.aa_check:  # the unchanged configuration first, as an A/A run does
+                runs.append(await _replays(ordered, runner, ReplayConfig(None, None, {}), config, policy.replays, "aa", isolated))
             change = ReplayConfig(config.change.system_prompt, config.change.model, {})
-            replay = replay_traces(ordered, runner, change, config.timeouts.replay_seconds, config.target.max_workers)
-            outputs, replay_seconds, abandoned = dict(replay.outputs), dict(replay.seconds), replay.abandoned_calls
-            per_trace_failures = dict(replay.failures)
+            runs.append(await _replays(ordered, runner, change, config, policy.replays, "change", isolated))
+            for run_outputs, run_failures, run_seconds, run_abandoned in runs:
+                outputs.update(run_outputs)
+                per_trace_failures.update(run_failures)
+                replay_seconds.update(run_seconds)
+                abandoned += run_abandoned
+            keys = sorted(outputs, key=_key_order)
+            flat = [ordered[k[2]] for k in keys]
             try:
-                scores = score_pairs(ordered, outputs, scorer, config, cache)
+                arguments = (flat, {i: outputs[k] for i, k in enumerate(keys)}, scorer, config, cache)
+                scores = await (asyncio.to_thread(score_pairs, *arguments) if isolated else ascore_pairs(*arguments))
             except CacheCorruption as error:
                 record = FailureRecord("failure_001", "cache_corruption_detected", "cache", "run", str(error),
                                        details={"cache_path": error.entry_path, "reason": error.reason})
                 failures.append(record)
-                halted = make_finding("cache_corruption_detected", f"a score-cache entry is corrupt: {error.entry_path}",
-                                      {"cache_path": error.entry_path}, failure_ids=[record.id])
+                halted = make_finding("cache_corruption_detected",
+                                      f"a score-cache entry is corrupt: {error.entry_path} ({error.reason})",
+                                      {"cache_path": error.entry_path, "reason": error.reason}, failure_ids=[record.id])
             else:
-                per_trace_failures.update(scores.failures)
-                original_scores, replayed_scores, rationales = dict(scores.original), dict(scores.replayed), dict(scores.rationales)
+                for i, record in scores.failures.items():
+                    per_trace_failures[keys[i]] = _scoring_record(record, keys[i], policy.replays)
+                original_scores = {keys[i]: v for i, v in scores.original.items()}
+                replayed_scores = {keys[i]: v for i, v in scores.replayed.items()}
+                rationales = {(keys[i], which): v for (i, which), v in scores.rationales.items()}
                 abandoned += scores.abandoned_calls
-            failures.extend(per_trace_failures[p] for p in sorted(per_trace_failures))
+            failures.extend(per_trace_failures[k] for k in sorted(per_trace_failures, key=_key_order))
         finally:
             cache.release()
     if abandoned:
@@ -231,41 +347,60 @@ def fork(config: "WhatIfConfig | dict | str", profile: str | None = None) -> Ver
 
     cohorts = {}
     trace_results = []
+    eps = policy.practical_delta_epsilon
     for name, chosen in selection.items():
         positions = [i for i, t in enumerate(ordered) if t.cohort == name]
-        deltas, counts, ids, labels = [], defaultdict(int), defaultdict(list), []
+        deltas, counts, ids, labels, owners = [], defaultdict(int), defaultdict(list), [], []
+        aa_deltas: dict = {}
+        replayed = 0
         for position in positions:
             trace = ordered[position]
-            record = per_trace_failures.get(position)
-            delta = None
-            if record is None and position in original_scores and position in replayed_scores:
-                delta = replayed_scores[position] - original_scores[position]
-                deltas.append(delta)
+            pairs, first_record = [], None  # (original, replayed) of each scored replay
+            for r in range(policy.replays):
+                key = ("change", r, position)
+                record = per_trace_failures.get(key)
+                if record is None and key in original_scores and key in replayed_scores:
+                    pairs.append((original_scores[key], replayed_scores[key]))
+                elif record is not None and first_record is None:
+                    first_record = record
+                aa_key = ("aa", r, position)
+                if aa_key not in per_trace_failures and aa_key in original_scores and aa_key in replayed_scores:
+                    aa_deltas.setdefault(position, []).append(replayed_scores[aa_key] - original_scores[aa_key])
+            replayed += any(("change", r, position) in outputs for r in range(policy.replays))
+            for original, replayed_score in pairs:
+                deltas.append(replayed_score - original)
+                owners.append(position)
                 labels.append(_cluster_label(trace, policy.cluster_by))
-            elif record is not None:
-                counts[record.code] += 1
-                ids[record.code].append(record.id)
-            output = outputs.get(position)
+            if not pairs and first_record is not None:
+                # a trace counts once among the failures, by its first failed replay
+                counts[first_record.code] += 1
+                ids[first_record.code].append(first_record.id)
+            delta = statistics.fmean([b - a for a, b in pairs]) if pairs else None
+            first = ("change", 0, position)
+            output = outputs.get(first)
+            record = None if pairs else first_record
             trace_results.append(TraceResult(
                 trace_id=trace.trace_id, cohort=name,
                 status="scored" if delta is not None else (record.code if record else "not_scored"),
-                original_score=original_scores.get(position) if record is None else None,
-                replayed_score=replayed_scores.get(position) if record is None else None,
+                original_score=statistics.fmean([a for a, _ in pairs]) if pairs else None,
+                replayed_score=statistics.fmean([b for _, b in pairs]) if pairs else None,
                 delta=delta,
-                delta_class=None if delta is None else classify_delta(delta, policy.practical_delta_epsilon),
+                delta_class=None if delta is None else classify_delta(delta, eps),
                 failure_message=None if record is None else record.message,
-                replay_seconds=replay_seconds.get(position),
+                replay_seconds=replay_seconds.get(first),
                 user_message=trace.user_message,
                 original_output=trace.original_output,
                 replayed_output=None if output is None else output.text,
-                rationale_original=rationales.get((position, "original")),
-                rationale_replayed=rationales.get((position, "replayed")),
+                rationale_original=rationales.get((first, "original")),
+                rationale_replayed=rationales.get((first, "replayed")),
             ))
         cohorts[name] = summarize_cohort(
-            name, deltas, selected=len(positions), replayed=sum(1 for p in positions if p in outputs),
+            name, deltas, selected=len(positions), replayed=replayed,
             policy=policy, failure_counts=counts, failure_ids=ids,
             available=chosen.available, labelled=chosen.labelled,
-            clusters=labels if policy.cluster_by else None)
+            clusters=labels if policy.cluster_by else None,
+            trace_ids=[ordered[p].trace_id for p in owners],
+            aa_deltas={ordered[p].trace_id: v for p, v in aa_deltas.items()} if policy.aa_check else None)
 
     decision = decide(cohorts, policy, run_findings, halted_by=halted)
     finished = _dt.datetime.now(_dt.timezone.utc)
@@ -293,9 +428,12 @@ def fork(config: "WhatIfConfig | dict | str", profile: str | None = None) -> Ver
     }
     selection_summary = {
         name: {"labelled": chosen.labelled, "available": chosen.available, "selected": len(chosen.traces),
-               "limit": chosen.limit, "filter": chosen.filter, "truncated": chosen.truncated}
+               "limit": chosen.limit, "filter": chosen.filter, "truncated": chosen.truncated,
+               "duplicates_collapsed": getattr(chosen, "duplicates_collapsed", 0)}
         for name, chosen in selection.items()
     }
+    selection_summary["left_out"] = {"unrecognised_labels": dict(getattr(selection, "unrecognised_labels", {}) or {}),
+                                     "unlabelled": getattr(selection, "unlabelled", 0)}
     return Verdict(
         state=decision.verdict_state,
         experiment_shape=config.experiment_shape,
@@ -311,4 +449,79 @@ def fork(config: "WhatIfConfig | dict | str", profile: str | None = None) -> Ver
         cache=cache_summary,
         methodology=_methodology(config, policy, scorer.adapter, cache_summary),
         manifest=manifest,
+        configured_profile=configured_profile,
     )
+
+
+def _key_order(key):
+    tag, replay, position = key
+    return (tag != "aa", replay, position)
+
+
+def _scoring_record(record: FailureRecord, key, replays: int) -> FailureRecord:
+    tag, replay, _ = key
+    if replays == 1 and tag == "change":
+        return record
+    suffix = ("" if tag == "change" else "-aa") + (f"-r{replay + 1}" if replays > 1 else "")
+    return dataclasses.replace(record, id=record.id + suffix)
+
+
+def fork(config: "WhatIfConfig | dict | str", profile: str | None = None, *, allow_stub: bool = False) -> Verdict:
+    """Run a what-if experiment and return its :class:`Verdict`.
+
+    Per-trace problems become failure records, never exceptions; user errors (bad config,
+    unloadable runner or scorer, unreadable source) raise ToolkitError.
+
+    Parameters
+    ----------
+    config : WhatIfConfig, dict, str or path
+        A path to a YAML/JSON file, a mapping, or a :class:`WhatIfConfig`, loaded with
+        :func:`load_config`.
+    profile : str or None, optional
+        Overrides ``reporting.profile`` (see :func:`resolve_profile`): lowering it is free,
+        raising it needs the config's ``forensic_acknowledgment`` block as well. Default
+        None uses the config's.
+    allow_stub : bool, optional
+        Without it (default False) a run on the stub scorer or the stub source is
+        Inconclusive (finding ``stub_not_allowed``), so a demo config can never exit 0 in CI.
+
+    Returns
+    -------
+    Verdict
+        Ship / Don't Ship / Inconclusive with cohorts, findings, floor, failures, per-trace
+        results, selection, cache, methodology and manifest.
+
+    Raises
+    ------
+    ToolkitError
+        For a user error: :class:`WhatIfConfigError`, :class:`ForensicAffirmationError`,
+        :class:`SetupError` and the like.
+
+    Notes
+    -----
+    The run happens on a fresh event loop: on this thread when it runs no loop, else on a
+    worker thread (a notebook cell's loop is running). A synchronous call cannot leave a
+    running loop free while it waits, so inside a notebook ``fork`` warns and
+    ``await tk.whatif.afork(...)`` is the form that keeps the kernel's loop serving.
+    """
+    coroutine = _afork(config, profile, allow_stub, isolated=True)
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return asyncio.run(coroutine)
+    warnings.warn("tk.whatif.fork() blocks this thread's running event loop until the run ends; "
+                  "use `await tk.whatif.afork(...)` to keep it serving", RuntimeWarning, stacklevel=2)
+    box: dict = {}
+
+    def work():
+        try:
+            box["value"] = asyncio.run(coroutine)
+        except BaseException as error:  # re-raised in the caller's thread
+            box["error"] = error
+
+    worker = threading.Thread(target=work, name="toolkit-whatif-fork", daemon=True)
+    worker.start()
+    worker.join()
+    if "error" in box:
+        raise box["error"]
+    return box["value"]

@@ -29,6 +29,17 @@ flock, so there is no stale-lock takeover to get wrong). An entry that does not 
 its fields makes the run Inconclusive with ``cache_corruption_detected`` naming the file.
 Writes go to a temp file and ``os.replace`` (the reference wrote in place).
 
+Content hash: every entry (``whatif-cache-entry/2``) stores ``content_sha256``, the SHA-256 of
+the canonical JSON of its key, score and rationale (:func:`entry_content_hash`). A read
+recomputes it; a missing or different hash is corruption (reason "content hash mismatch"),
+never a hit, so a score edited by hand in a well-formed file cannot reach a verdict. Entries
+written before the hash existed (``whatif-cache-entry/1``) are corruption too, with a message
+saying so; ``cache_mode: refresh`` never reads entries, so it rewrites them (with hashes)
+instead of halting. The hash detects edits and bit rot, not an adversary: whoever can write
+the cache directory can also recompute a plain SHA-256 (there is no secret to key an HMAC
+with). The stored ``components`` are not covered: they are informational and never read back
+(the file name is the key, and the key is checked).
+
 A cache directory that cannot be created or locked (a read-only or missing parent) is a
 setup failure (:class:`toolkit.whatif.SetupError`, exit 2, no traceback) raised before any
 replay. A single entry that cannot be written later (disk full) does not stop the run: the
@@ -49,10 +60,14 @@ from typing import Any
 from toolkit._util.hashing import canonical_json, sha256_hex
 from toolkit.whatif.sources import SetupError
 
-__all__ = ["ScoreCache", "CacheLockUnavailable", "CacheCorruption", "resolve_cache_mode", "CACHE_KEY_VERSION"]
+__all__ = ["ScoreCache", "CacheLockUnavailable", "CacheCorruption", "resolve_cache_mode", "entry_content_hash",
+           "CACHE_KEY_VERSION", "CACHE_SCHEMA_VERSION"]
 
 CACHE_KEY_VERSION = "whatif-cache-key/1"
-CACHE_SCHEMA_VERSION = "whatif-cache-entry/1"
+CACHE_SCHEMA_VERSION = "whatif-cache-entry/2"  # /2 added content_sha256
+_OLDER_SCHEMA_VERSIONS = ("whatif-cache-entry/1",)
+_HASH_MISMATCH = "content hash mismatch"
+_REMEDY = "delete the cache dir or use cache_mode: refresh"
 _CI_VARIABLES = ("CI", "GITHUB_ACTIONS", "GITLAB_CI", "BUILDKITE", "JENKINS_URL")
 
 
@@ -66,6 +81,27 @@ class CacheCorruption(Exception):
     def __init__(self, entry_path: str, reason: str):
         super().__init__(f"score cache entry {entry_path} is corrupt: {reason}")
         self.entry_path, self.reason = entry_path, reason
+
+
+def entry_content_hash(key: str, score: float, rationale: str | None) -> str:
+    """SHA-256 of the canonical JSON of what a cache hit hands back: key, score, rationale.
+
+    Parameters
+    ----------
+    key : str
+        The entry's cache key (:meth:`ScoreCache.key`).
+    score : float
+        The stored score; taken as ``float`` so an integer 1 and 1.0 hash alike.
+    rationale : str or None
+        The stored rationale.
+
+    Returns
+    -------
+    str
+        64 hex characters.
+    """
+    payload = {"cache_schema_version": CACHE_SCHEMA_VERSION, "key": key, "score": float(score), "rationale": rationale}
+    return sha256_hex(canonical_json(payload))
 
 
 def resolve_cache_mode(mode: str, environ=None) -> tuple[str, str | None]:
@@ -157,7 +193,25 @@ class ScoreCache:
         return self.root / "entries" / key[:2] / f"{key}.json"
 
     def get(self, key: str) -> dict | None:
-        """The stored ``{"score", "rationale"}`` or None; CacheCorruption on a bad entry."""
+        """The stored ``{"score", "rationale"}`` or None (a miss, or a mode that does not read).
+
+        Parameters
+        ----------
+        key : str
+            The cache key (:meth:`key`).
+
+        Returns
+        -------
+        dict or None
+            ``{"score": float, "rationale": str or None}`` on a hit.
+
+        Raises
+        ------
+        CacheCorruption
+            When the entry does not parse, lacks its fields, was written by an older toolkit
+            (no content hash), or its content hash does not match its key, score and
+            rationale (edited after writing).
+        """
         if not self.reads:
             return None
         path = self._path(key)
@@ -168,7 +222,13 @@ class ScoreCache:
             entry = json.loads(path.read_text(encoding="utf-8"))
         except (OSError, ValueError) as error:
             raise CacheCorruption(str(path), f"{type(error).__name__}: {error}") from None
+        if isinstance(entry, dict) and (entry.get("cache_schema_version") in _OLDER_SCHEMA_VERSIONS
+                                        or (entry.get("cache_schema_version") == CACHE_SCHEMA_VERSION
+                                            and "content_sha256" not in entry)):
+            raise CacheCorruption(str(path), f"{_HASH_MISMATCH}: the entry has no content hash (written by an older "
+                                             f"toolkit or edited); {_REMEDY}")
         score = entry.get("score") if isinstance(entry, dict) else None
+        rationale = entry.get("rationale") if isinstance(entry, dict) else None
         valid = (
             isinstance(entry, dict)
             and entry.get("cache_schema_version") == CACHE_SCHEMA_VERSION
@@ -177,22 +237,42 @@ class ScoreCache:
             and not isinstance(score, bool)
             and math.isfinite(score)
             and 0.0 <= score <= 1.0
+            and (rationale is None or isinstance(rationale, str))
         )
         if not valid:
-            raise CacheCorruption(str(path), "missing or invalid fields (cache_schema_version, key, score)")
+            raise CacheCorruption(str(path), "missing or invalid fields (cache_schema_version, key, score, rationale)")
+        # checked after the fields: the hash of a score that is not a number is not defined
+        if entry.get("content_sha256") != entry_content_hash(key, score, rationale):
+            raise CacheCorruption(str(path), f"{_HASH_MISMATCH}: the stored score or rationale differs from what "
+                                             f"was written (edited by hand?); {_REMEDY}")
         self.hits += 1
-        return {"score": float(score), "rationale": entry.get("rationale")}
+        return {"score": float(score), "rationale": rationale}
 
     def put(self, key: str, components: dict[str, Any], score: float, rationale: str | None) -> None:
+        """Store one score under ``key`` with its content hash (modes ``on`` and ``refresh`` only).
+
+        Parameters
+        ----------
+        key : str
+            The cache key (:meth:`key` of ``components``).
+        components : dict
+            The key components, stored for inspection (hashes and ids, no user text).
+        score : float
+            The score in [0, 1].
+        rationale : str or None
+            The scorer's rationale.
+        """
         if not self.writes_enabled:
             return
+        rationale = None if rationale is None else str(rationale)  # what get() accepts back
         path = self._path(key)
         entry = {
             "cache_schema_version": CACHE_SCHEMA_VERSION,
             "key": key,
             "components": components,
-            "score": score,
+            "score": float(score),
             "rationale": rationale,
+            "content_sha256": entry_content_hash(key, score, rationale),
             "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         }
         temporary = path.with_suffix(f".{os.getpid()}.tmp")

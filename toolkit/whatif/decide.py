@@ -5,10 +5,12 @@ Order of evaluation (docs/design/whatif.md §3-docs/design/whatif.md §4, with t
 1. Each scored trace is *improved* when ``delta > eps``, *regressed* when ``delta < -eps``,
    else *unchanged* (exactly ±eps is unchanged; a 1e-9 tolerance absorbs float noise from
    ``replayed - original``, so 0.75 - 0.70 is not "improved" at eps 0.05).
-2. Per cohort: counts; median delta; a percentile bootstrap CI of the median over traces
-   (``tk.bootstrap_ci``, seeded, B and level from the config; computed when ``scored >= 5``,
-   the floor's minimum); the paired sign-flip p-value of the deltas (``tk.sign_flip_test``),
-   reported, not used by the rules (the reference computed no test at all).
+2. Per cohort (a trace's replays averaged first, so traces are the unit): counts; median
+   delta with a percentile bootstrap CI (``tk.bootstrap_ci``, seeded, B and level from the
+   config; computed when ``scored >= 5``, the floor's minimum); the mean delta with its
+   interval (``tk.stats.mean_interval``); the paired sign-flip p-value of the deltas
+   (``tk.sign_flip_test``; the reference computed no test at all); severe drops, flaky
+   replays and the A/A comparison (:func:`summarize_cohort`).
 3. The trust floor (:data:`FLOOR`, not configurable): per required cohort at least 5
    selected, 5 replayed, 5 scored, and replayed/selected >= 0.50; every required cohort
    present. Replayed and scored are counted separately (the reference set replayed := scored).
@@ -20,6 +22,19 @@ Order of evaluation (docs/design/whatif.md §3-docs/design/whatif.md §4, with t
    baseline regression, CI availability, CI width. Required cohorts come from the shape
    (fix of docs/design/whatif.md §11.8). Plus ``cohort_systemic_failure`` when >= 50% of a cohort's selected
    traces failed with one code (registered but never emitted in the reference).
+4b. Harm guards (issue 15; :func:`_harm_guards`): each scored cohort's interval on the mean
+   delta above ``-eps`` (``harm_not_excluded``), at most ``max_severe_drops`` traces with a
+   replay below ``-max_trace_drop`` (``severe_trace_drops``), the failure cohort's interval
+   above 0 with sign-flip p < 1 - ci_level (``improvement_not_significant``), and with
+   ``aa_check`` the failure cohort above its own A/A replay (``inside_aa_noise``, plus
+   ``aa_drift`` when the A/A interval lies beyond +-eps). Zero-variance cohorts and flaky
+   replays are flagged. Measured (``benchmarks/bench_whatif.py``, 1,000 draws a cell): a
+   change that does nothing Ships 0.019 / 0.029 / 0.018 at 10 / 20 / 50 traces (threshold
+   rules alone 0.234 / 0.185 / 0.076); the audit's 45%-wrecked failure cohort 0.000 (alone
+   0.116 at 20); a baseline where each trace falls 1 -> 0 with p 0.1 ships 0.122 at 20
+   traces (= 0.9^20, no trace fell) and 0.003 at 50 (alone 0.661 / 0.578); replay drift
+   with no real effect 0.021 with ``aa_check`` (0.999 without). The decision interval
+   covers 0.935 / 0.939 / 0.939 at 10 / 20 / 50 traces, 0.946-0.955 with three replays.
 5. Verdict precedence: any floor failure -> Inconclusive; any ``blocks_all`` -> Inconclusive;
    any ``blocks_ship`` -> Don't Ship; else Ship. :func:`decide` is the only function that
    builds a verdict state, and it returns Ship only after the floor passed (tested as a
@@ -95,6 +110,18 @@ FINDING_SEVERITY = {
     "stub_scorer_in_use": "degrades_trust",
     "baseline_unverified": "degrades_trust",
     "settings_unused": "info",
+    "flaky_replays": "info",
+    "zero_variance_cohort": "degrades_trust",
+    "aa_drift": "degrades_trust",
+    "duplicate_traces_collapsed": "degrades_trust",
+    "unrecognised_labels": "degrades_trust",
+    "stub_source_in_use": "degrades_trust",
+    "harm_not_excluded": "blocks_ship",
+    "improvement_not_significant": "blocks_ship",
+    "severe_trace_drops": "blocks_ship",
+    "inside_aa_noise": "blocks_ship",
+    "stub_not_allowed": "blocks_all",
+    "aa_unavailable": "blocks_all",
     "baseline_regression_above_threshold": "blocks_ship",
     "failure_improvement_below_threshold": "blocks_ship",
     "practical_delta_below_threshold": "blocks_ship",
@@ -132,7 +159,7 @@ FIX_SUGGESTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
          "Or widen max_ci_width with a written reason."),
     ),
     "cache_corruption_detected": (
-        "A score-cache entry is unreadable.",
+        "A score-cache entry is unreadable or was edited.",
         ("Delete the named entry file (or the cache directory) and rerun, or rerun with cache_mode: refresh.",
          "Find the cause (concurrent writers outside the lock, a full disk, a killed process) before trusting the cache."),
     ),
@@ -177,6 +204,58 @@ FIX_SUGGESTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     "baseline_unverified": (
         "Ship was reached without a baseline cohort that passes the floor.",
         ("Set decision.require_baseline: true and select at least 5 baseline traces.",),
+    ),
+    "harm_not_excluded": (
+        "The interval on the mean change reaches below -epsilon: harm is not ruled out.",
+        ("Read the cohort's worst traces (verdict.traces sorted by delta): a few large drops move the mean.",
+         "Score more traces (raise the cohort limit) if the interval is wide rather than low.",
+         "Iterate on the change; the mean, unlike the median, weighs how far traces fall."),
+    ),
+    "improvement_not_significant": (
+        "The failure cohort's mean change is not distinguishable from no change.",
+        ("Score more failures (raise the cohort limit), or replay each trace more than once (target.replays).",
+         "Check that the failure cohort holds the failure the change targets."),
+    ),
+    "severe_trace_drops": (
+        "Some traces fell by more than max_trace_drop.",
+        ("Read the listed traces: a change that wrecks a few cases can hide behind good averages.",
+         "Raise decision.max_severe_drops only with a written reason for accepting them."),
+    ),
+    "inside_aa_noise": (
+        "The change does no better than replaying with no change at all (the A/A run).",
+        ("The scorer or the agent is noisy at this size: replay more times (target.replays) or score more traces.",
+         "Make the change stronger."),
+    ),
+    "aa_unavailable": (
+        "aa_check was asked for but no trace was scored under the unchanged configuration.",
+        ("Read the failure records of the A/A replays (runner errors, cache misses) and fix them.",),
+    ),
+    "aa_drift": (
+        "Replaying with no change already moves the scores.",
+        ("The replay harness differs from production (tools, prompt assembly) or the judge drifted since the traces "
+         "were scored; compare a few A/A outputs with the originals.",),
+    ),
+    "zero_variance_cohort": (
+        "Every trace of a cohort has the same delta.",
+        ("A constant delta usually means the change never reached the runner or the scorer ignores its input; "
+         "check both before trusting the verdict.",),
+    ),
+    "duplicate_traces_collapsed": (
+        "The source held duplicate traces; each counted once.",
+        ("Deduplicate the export; copies add no evidence and would have inflated the trust floor.",),
+    ),
+    "unrecognised_labels": (
+        "Some traces carry a label that is neither a failure nor a baseline label.",
+        ("Fix the labels in the source (or source.label_field); those traces were left out of both cohorts.",),
+    ),
+    "stub_not_allowed": (
+        "The stub scorer or source cannot back a verdict.",
+        ("Use a real source and scorer.adapter: python (or inspect_ai) with your rubric.",
+         "For a demo or a smoke test pass --allow-stub (fork(..., allow_stub=True))."),
+    ),
+    "stub_source_in_use": (
+        "The traces are synthetic (source.adapter: stub).",
+        ("Point source at your recorded traces before trusting a verdict.",),
     ),
 }
 
@@ -292,6 +371,26 @@ class CohortResult(Result):
     floor_failures: tuple[FloorFailure, ...] = ()
     note: str | None = None
     n_clusters: int | None = None
+    # the decision interval: the mean delta over traces (each trace's replays averaged)
+    mean_ci_low: float | None = None
+    mean_ci_high: float | None = None
+    mean_ci_method: str | None = None
+    worst_delta: float | None = None
+    severe_drops: int = 0
+    severe_drop_ids: tuple[str, ...] = ()
+    zero_variance: bool = False
+    replays: int = 1
+    flaky: int = 0
+    within_trace_sd: float | None = None
+    aa_scored: int = 0
+    aa_mean_delta: float | None = None
+    aa_ci_low: float | None = None
+    aa_ci_high: float | None = None
+    aa_sd: float | None = None
+    vs_aa_mean: float | None = None
+    vs_aa_low: float | None = None
+    vs_aa_high: float | None = None
+    vs_aa_p: float | None = None
 
     @property
     def ci_width(self) -> float | None:
@@ -302,9 +401,14 @@ class CohortResult(Result):
     def __str__(self) -> str:
         ci = f" CI [{_fmt(self.ci_low)}, {_fmt(self.ci_high)}]" if self.ci_computable else f" (CI not computed: {self.ci_unavailable_reason})"
         median = _fmt(self.median_delta) or "n/a"
+        mean = ""
+        if self.mean_delta is not None:
+            bounds = "" if self.mean_ci_low is None else f" [{_fmt(self.mean_ci_low)}, {_fmt(self.mean_ci_high)}]"
+            mean = f"; mean Δ {_fmt(self.mean_delta)}{bounds}"
+        drops = f"; {self.severe_drops} severe drop(s)" if self.severe_drops else ""
         return (
             f"{self.name}: {self.improved} improved / {self.unchanged} unchanged / {self.regressed} regressed "
-            f"of {self.scored} scored ({self.selected} selected, {self.replayed} replayed); median Δ {median}{ci}"
+            f"of {self.scored} scored ({self.selected} selected, {self.replayed} replayed); median Δ {median}{ci}{mean}{drops}"
         )
 
 
@@ -316,42 +420,114 @@ def classify_delta(delta: float, epsilon: float) -> str:
     return "unchanged"
 
 
+def _per_trace(values: Sequence[float], trace_ids: Sequence[Any] | None,
+               clusters: Sequence[Any] | None) -> tuple[list[Any], dict[Any, list[float]], list[Any] | None]:
+    """Group replay deltas by trace: (trace order, deltas by trace, one cluster label a trace)."""
+    if trace_ids is None:
+        trace_ids = [f"#{i}" for i in range(len(values))]
+    if len(trace_ids) != len(values) or (clusters is not None and len(clusters) != len(values)):
+        raise ValueError("summarize_cohort: trace_ids and clusters need one entry per delta")
+    order: list[Any] = []
+    grouped: dict[Any, list[float]] = {}
+    label: dict[Any, Any] = {}
+    for i, (trace, value) in enumerate(zip(trace_ids, values)):
+        if trace not in grouped:
+            order.append(trace)
+            grouped[trace] = []
+            label[trace] = None if clusters is None else clusters[i]
+        grouped[trace].append(value)
+    return order, grouped, None if clusters is None else [label[t] for t in order]
+
+
+def _mean_interval(values: Sequence[float], clusters: Sequence[Any] | None, policy: Policy):
+    from toolkit.stats import mean_interval
+
+    # clusters that are all singletons are the unclustered case inside mean_interval
+    return mean_interval(values, clusters=clusters, level=policy.ci_level,
+                         n_resamples=policy.bootstrap_resamples, seed=policy.seed, proportion=True)
+
+
 def summarize_cohort(name: str, deltas: Sequence[float], selected: int, replayed: int, policy: Policy,
                      failure_counts: Mapping[str, int] | None = None,
                      failure_ids: Mapping[str, Sequence[str]] | None = None,
                      available: int | None = None, labelled: int | None = None,
-                     clusters: Sequence[Any] | None = None) -> CohortResult:
-    """Counts, median, bootstrap CI of the median and sign-flip p of one cohort's deltas.
+                     clusters: Sequence[Any] | None = None,
+                     trace_ids: Sequence[Any] | None = None,
+                     aa_deltas: Mapping[Any, Sequence[float]] | None = None) -> CohortResult:
+    """Counts, median and mean with intervals, severe drops, A/A comparison of one cohort.
 
-    ``clusters`` (one label per delta, from ``decision.cluster_by``): the CI resamples whole
-    clusters and the sign flips act on cluster sums, so traces of one task count once.
+    Parameters
+    ----------
+    name : str
+        ``"failure"`` or ``"baseline"``.
+    deltas : sequence of float
+        One ``replayed - original`` per scored replay.
+    selected, replayed : int
+        Traces selected into the cohort, and traces with at least one replay.
+    policy : Policy
+        Thresholds, interval level, resamples and seed.
+    failure_counts, failure_ids : mapping, optional
+        Failure records of the cohort by code.
+    available, labelled : int, optional
+        Traces that passed the filter, and traces labelled with this cohort.
+    clusters : sequence, optional
+        One label per delta (``decision.cluster_by``): intervals resample whole clusters and
+        sign flips act on cluster sums.
+    trace_ids : sequence, optional
+        One trace id per delta. With ``target.replays > 1`` a trace has several deltas; they
+        are averaged first, so every statistic resamples traces (cluster = trace) and the
+        trust floor counts traces, not replays. Default: each delta its own trace.
+    aa_deltas : mapping of trace id to deltas, optional
+        The A/A run (``decision.aa_check``): deltas of replays under the unchanged
+        configuration. The change is compared with it trace by trace.
+
+    Notes
+    -----
+    The decision interval is on the *mean* delta over traces, by the rule of
+    :func:`toolkit.stats.mean_interval` (clustered t with clusters; Wilson when every delta
+    is 0 or 1; Student t below 30 traces; percentile bootstrap above). The median and its
+    percentile bootstrap interval are kept for the report: the median is robust, which is
+    exactly why it cannot be the guard: 11 traces at +0.06 and 9 at -0.9 have median +0.06
+    and mean -0.372. A severe drop is a trace with any replay below ``-max_trace_drop``.
     """
     values = [float(d) for d in deltas]
-    n_clusters = len(set(clusters)) if clusters is not None else None
-    classes = [classify_delta(d, policy.practical_delta_epsilon) for d in values]
-    median = statistics.median(values) if values else None
-    mean = math.fsum(values) / len(values) if values else None
+    order, grouped, trace_clusters = _per_trace(values, trace_ids, clusters)
+    means = [math.fsum(grouped[t]) / len(grouped[t]) for t in order]
+    n_clusters = len(set(trace_clusters)) if trace_clusters is not None else None
+    eps = policy.practical_delta_epsilon
+    classes = [classify_delta(d, eps) for d in means]
+    median = statistics.median(means) if means else None
+    mean = math.fsum(means) / len(means) if means else None
     low = high = None
     computable, reason, note = False, None, None
-    if len(values) < FLOOR.min_scored:
-        reason = "sample_too_small" if values else "no_scored_traces"
+    mean_low = mean_high = mean_method = None
+    if len(means) < FLOOR.min_scored:
+        reason = "sample_too_small" if means else "no_scored_traces"
     else:
-        result = bootstrap_ci(values, statistic="median", level=policy.ci_level, method="percentile",
-                              n_resamples=policy.bootstrap_resamples, seed=policy.seed, clusters=clusters)
+        result = bootstrap_ci(means, statistic="median", level=policy.ci_level, method="percentile",
+                              n_resamples=policy.bootstrap_resamples, seed=policy.seed, clusters=trace_clusters)
         low, high = result.confidence_interval.low, result.confidence_interval.high
         if low is None or high is None:
             reason, note = "computation_failed", result.note
         else:
             computable = True
             note = result.note
+        interval = _mean_interval(means, trace_clusters, policy)
+        mean_low, mean_high, mean_method = interval.low, interval.high, interval.method
+        if interval.low is None:
+            computable, reason, note = False, "computation_failed", interval.note
     p_value = method = None
-    if values:
-        test = sign_flip_test(values, seed=policy.seed, clusters=clusters)
+    if means:
+        test = sign_flip_test(means, seed=policy.seed, clusters=trace_clusters)
         p_value, method = test.pvalue, test.method
     width = None if low is None or high is None else high - low
     meaningful = computable and (policy.max_ci_width is None or width <= policy.max_ci_width + _TOLERANCE)
+    severe = [t for t in order if min(grouped[t]) < -policy.max_trace_drop - _TOLERANCE]
+    flaky = sum(1 for t in order if len(grouped[t]) > 1 and len({classify_delta(d, eps) for d in grouped[t]}) > 1)
+    repeated = [statistics.stdev(grouped[t]) for t in order if len(grouped[t]) > 1]
+    aa = _aa_summary(order, means, trace_clusters, aa_deltas, policy) if aa_deltas is not None else {}
     return CohortResult(
-        name=name, selected=selected, replayed=replayed, scored=len(values),
+        name=name, selected=selected, replayed=replayed, scored=len(means),
         improved=classes.count("improved"), unchanged=classes.count("unchanged"), regressed=classes.count("regressed"),
         median_delta=median, mean_delta=mean, ci_low=low, ci_high=high, ci_level=policy.ci_level,
         ci_computable=computable, ci_unavailable_reason=reason, ci_meaningful=meaningful,
@@ -359,7 +535,37 @@ def summarize_cohort(name: str, deltas: Sequence[float], selected: int, replayed
         failure_counts=dict(failure_counts or {}),
         failure_ids={k: tuple(v) for k, v in (failure_ids or {}).items()},
         required=name in policy.required_cohorts, note=note, n_clusters=n_clusters,
+        mean_ci_low=mean_low, mean_ci_high=mean_high, mean_ci_method=mean_method,
+        worst_delta=min(values) if values else None,
+        severe_drops=len(severe), severe_drop_ids=tuple(str(t) for t in severe),
+        zero_variance=len(means) >= 2 and max(means) - min(means) <= _TOLERANCE,
+        replays=max((len(v) for v in grouped.values()), default=1), flaky=flaky,
+        within_trace_sd=math.fsum(repeated) / len(repeated) if repeated else None,
+        **aa,
     )
+
+
+def _aa_summary(order, means, trace_clusters, aa_deltas, policy: Policy) -> dict[str, Any]:
+    """The A/A numbers: the unchanged replay's deltas, and the change's deltas against them."""
+    own = {t: [float(d) for d in aa_deltas[t]] for t in order if aa_deltas.get(t)}
+    if not own:
+        return {"aa_scored": 0}
+    paired = [i for i, t in enumerate(order) if t in own]
+    aa_means = [math.fsum(own[order[i]]) / len(own[order[i]]) for i in paired]
+    versus = [means[i] - a for i, a in zip(paired, aa_means)]
+    labels = None if trace_clusters is None else [trace_clusters[i] for i in paired]
+    summary: dict[str, Any] = {
+        "aa_scored": len(paired), "aa_mean_delta": math.fsum(aa_means) / len(aa_means),
+        "vs_aa_mean": math.fsum(versus) / len(versus),
+        "aa_sd": statistics.stdev(aa_means) if len(aa_means) > 1 else None,
+    }
+    if len(paired) >= FLOOR.min_scored:
+        aa_interval = _mean_interval(aa_means, labels, policy)
+        vs_interval = _mean_interval(versus, labels, policy)
+        summary.update(aa_ci_low=aa_interval.low, aa_ci_high=aa_interval.high,
+                       vs_aa_low=vs_interval.low, vs_aa_high=vs_interval.high,
+                       vs_aa_p=sign_flip_test(versus, seed=policy.seed, clusters=labels).pvalue)
+    return summary
 
 
 def evaluate_floor(cohorts: Mapping[str, CohortResult], required: Sequence[str]) -> tuple[bool, list[FloorFailure]]:
@@ -386,6 +592,90 @@ def evaluate_floor(cohorts: Mapping[str, CohortResult], required: Sequence[str])
 
 def _total(cohort: CohortResult) -> int:
     return cohort.improved + cohort.unchanged + cohort.regressed
+
+
+def _bounds(low: float | None, high: float | None) -> str:
+    return f"[{low:+.3f}, {high:+.3f}]"
+
+
+def _harm_guards(cohorts: Mapping[str, CohortResult], policy: Policy, failure: CohortResult | None,
+                 baseline: CohortResult | None) -> list[Finding]:
+    """Guards on the mean interval, the sign-flip p, severe drops and the A/A run (issue 15).
+
+    The threshold rules above count traces; these weigh them. Ship needs, per scored cohort,
+    the interval on the mean delta to stay above ``-epsilon`` (non-inferiority at the
+    practical delta), no more than ``max_severe_drops`` traces falling by more than
+    ``max_trace_drop``, and for the failure cohort a mean interval above 0 with sign-flip
+    p < 1 - ci_level (and, with ``aa_check``, above the A/A run's).
+    """
+    findings: list[Finding] = []
+    eps = policy.practical_delta_epsilon
+    alpha = 1.0 - policy.ci_level
+    level = f"{policy.ci_level:.0%}"
+    scored = [c for c in (failure, baseline) if c is not None and c.scored]
+    if failure is not None and failure.scored and failure.mean_ci_low is not None:
+        p = failure.sign_flip_p
+        if failure.mean_ci_low <= _TOLERANCE or p is None or p >= alpha - _TOLERANCE:
+            findings.append(make_finding(
+                "improvement_not_significant",
+                f"failure cohort: mean Δ {failure.mean_delta:+.3f}, {level} CI {_bounds(failure.mean_ci_low, failure.mean_ci_high)}, "
+                f"sign-flip p {p:.3g}: Ship needs the lower bound above 0 and p < {alpha:.3g}",
+                {"mean_delta": _fmt(failure.mean_delta), "ci_low": _fmt(failure.mean_ci_low),
+                 "ci_high": _fmt(failure.mean_ci_high), "pvalue": f"{p:.4g}", "alpha": f"{alpha:.4g}"}, FAILURE))
+    for cohort in scored:
+        if cohort.mean_ci_low is not None and cohort.mean_ci_low < -eps - _TOLERANCE:
+            findings.append(make_finding(
+                "harm_not_excluded",
+                f"{cohort.name} cohort: mean Δ {cohort.mean_delta:+.3f}, {level} CI {_bounds(cohort.mean_ci_low, cohort.mean_ci_high)} "
+                f"reaches below -ε = {-eps:+.3f}: harm beyond the practical delta is not excluded",
+                {"cohort": cohort.name, "mean_delta": _fmt(cohort.mean_delta), "ci_low": _fmt(cohort.mean_ci_low),
+                 "ci_high": _fmt(cohort.mean_ci_high), "threshold": _fmt(-eps)}, cohort.name))
+        if cohort.severe_drops > policy.max_severe_drops:
+            shown = ", ".join(cohort.severe_drop_ids[:5]) + (" ..." if cohort.severe_drops > 5 else "")
+            findings.append(make_finding(
+                "severe_trace_drops",
+                f"{cohort.name} cohort: {cohort.severe_drops} of {cohort.scored} traces fell by more than "
+                f"{policy.max_trace_drop:.2f} (worst Δ {cohort.worst_delta:+.3f}: {shown}); "
+                f"max_severe_drops {policy.max_severe_drops}",
+                {"cohort": cohort.name, "count": cohort.severe_drops, "threshold": _fmt(policy.max_trace_drop),
+                 "allowed": policy.max_severe_drops, "worst_delta": _fmt(cohort.worst_delta)}, cohort.name,
+                cohort.severe_drop_ids))
+        if cohort.zero_variance:
+            findings.append(make_finding(
+                "zero_variance_cohort",
+                f"{cohort.name} cohort: all {cohort.scored} traces have Δ {cohort.mean_delta:+.3f}",
+                {"cohort": cohort.name, "delta": _fmt(cohort.mean_delta)}, cohort.name))
+        if cohort.flaky:
+            findings.append(make_finding(
+                "flaky_replays",
+                f"{cohort.name} cohort: {cohort.flaky} of {cohort.scored} traces changed class between their "
+                f"{cohort.replays} replays (mean within-trace sd {cohort.within_trace_sd:.3f})",
+                {"cohort": cohort.name, "count": cohort.flaky, "replays": cohort.replays}, cohort.name))
+    if policy.aa_check:
+        for cohort in scored:
+            if cohort.aa_scored < FLOOR.min_scored or cohort.vs_aa_low is None:
+                if cohort.required:
+                    findings.append(make_finding(
+                        "aa_unavailable",
+                        f"{cohort.name} cohort: {cohort.aa_scored} trace(s) scored under the unchanged configuration; "
+                        f"the A/A comparison needs {FLOOR.min_scored}",
+                        {"cohort": cohort.name, "aa_scored": cohort.aa_scored}, cohort.name))
+                continue
+            if cohort.aa_ci_low is not None and (cohort.aa_ci_low > eps + _TOLERANCE or cohort.aa_ci_high < -eps - _TOLERANCE):
+                findings.append(make_finding(
+                    "aa_drift",
+                    f"{cohort.name} cohort: replaying with no change moved scores by {cohort.aa_mean_delta:+.3f} "
+                    f"({level} CI {_bounds(cohort.aa_ci_low, cohort.aa_ci_high)}), beyond ±ε",
+                    {"cohort": cohort.name, "aa_mean_delta": _fmt(cohort.aa_mean_delta)}, cohort.name))
+            if cohort is failure and cohort.vs_aa_low <= _TOLERANCE:
+                findings.append(make_finding(
+                    "inside_aa_noise",
+                    f"failure cohort: the change beats the unchanged replay by {cohort.vs_aa_mean:+.3f} a trace, "
+                    f"{level} CI {_bounds(cohort.vs_aa_low, cohort.vs_aa_high)}, p {cohort.vs_aa_p:.3g}; A/A spread "
+                    f"(sd of the unchanged replay's deltas) {cohort.aa_sd:.3f}: the delta is inside the A/A noise",
+                    {"vs_aa_mean": _fmt(cohort.vs_aa_mean), "ci_low": _fmt(cohort.vs_aa_low), "ci_high": _fmt(cohort.vs_aa_high),
+                     "aa_sd": _fmt(cohort.aa_sd)}, FAILURE))
+    return findings
 
 
 def run_guards(cohorts: Mapping[str, CohortResult], policy: Policy) -> list[Finding]:
@@ -425,6 +715,7 @@ def run_guards(cohorts: Mapping[str, CohortResult], policy: Policy) -> list[Find
                 "improvement_observed",
                 f"failure cohort median Δ {_fmt(failure.median_delta)} is above the practical delta {eps:.3f}",
                 {"median_delta": _fmt(failure.median_delta), "threshold": _fmt(eps)}, FAILURE))
+    findings.extend(_harm_guards(cohorts, policy, failure, baseline))
     for name in required:
         cohort = cohorts.get(name)
         if cohort is None or cohort.selected == 0:

@@ -14,7 +14,10 @@ Scorers:
   (sync or async) and returning a number in [0, 1] (``bool`` counts as 1/0), or a dict
   ``{"score": x, "rationale": "..."}``, or an object with ``.score``. Anything else, ``None``,
   NaN or a value outside [0, 1] is ``scorer_invalid_output``; an exception is
-  ``scorer_failed``; over ``timeouts.score_seconds`` is ``scorer_timeout``.
+  ``scorer_failed``; over ``timeouts.score_seconds`` is ``scorer_timeout``; an ``async def``
+  scorer that blocks its event loop is ``scorer_blocked_loop``, and the calls the batch
+  bound then cut off are ``scorer_not_started`` / ``scorer_starved`` (replay's module
+  docstring describes the execution; :func:`ascore_pairs` is the awaitable form).
 - ``inspect_ai``: an Inspect AI scorer (``match()``, ``includes()``, ``model_graded_qa()``, your
   own ``@scorer``) adapted in ``_inspect_ai`` (how a case becomes an Inspect sample and a
   ``Target``, how ``Score.value`` becomes a number). ``inspect_ai`` is an optional package;
@@ -33,10 +36,10 @@ from typing import Any
 
 from toolkit._util.hashing import canonical_json, sha256_hex
 from toolkit.whatif.cache import ScoreCache
-from toolkit.whatif.replay import FailureRecord, _cut, is_async_callable, run_bounded
+from toolkit.whatif.replay import FailureRecord, _cut, _execution_failure, arun_bounded, batch_bound, is_async_callable, run_bounded
 from toolkit.whatif.sources import resolve_reference
 
-__all__ = ["ScoreCase", "Scorer", "PairScores", "build_scorer", "stub_score", "score_pairs"]
+__all__ = ["ScoreCase", "Scorer", "PairScores", "build_scorer", "stub_score", "score_pairs", "ascore_pairs"]
 
 _TOKEN = re.compile(r"[a-z0-9][a-z0-9\-]*")
 
@@ -153,12 +156,8 @@ class PairScores:
     abandoned_calls: int
 
 
-def score_pairs(traces, outputs, scorer: Scorer, config, cache: ScoreCache) -> PairScores:
-    """Score each replayed trace's original and replayed output; failures become records.
-
-    ``outputs`` maps trace position -> ReplayOutput. Raises ``cache.CacheCorruption`` for a
-    bad entry (the caller turns it into an Inconclusive verdict).
-    """
+def _prepare_scoring(traces, outputs, scorer: Scorer, config, cache: ScoreCache):
+    """Build every case, read the cache; (cases, keys, case components, cached scores, jobs)."""
     settings = config.scorer
     components = scorer.key_components(config)
     cases: dict[tuple[int, str], ScoreCase] = {}
@@ -196,7 +195,13 @@ def score_pairs(traces, outputs, scorer: Scorer, config, cache: ScoreCache) -> P
             if hit is not None:
                 stored[slot] = hit
     jobs = [(slot, scorer.function, (case,)) for slot, case in cases.items() if slot not in stored]
-    outcomes, abandoned = run_bounded(jobs, config.timeouts.score_seconds, settings.max_workers, is_async_callable(scorer.function))
+    return cases, keys, case_components, stored, jobs
+
+
+def _pair_scores(traces, outputs, scorer: Scorer, config, cache: ScoreCache, prepared, outcomes, abandoned) -> PairScores:
+    cases, keys, case_components, stored, jobs = prepared
+    timeout = config.timeouts.score_seconds
+    bound = batch_bound(len(jobs), timeout, config.scorer.max_workers)
     scores: dict[tuple[int, str], float] = {}
     rationales: dict[tuple[int, str], str] = {}
     problems: dict[int, FailureRecord] = {}
@@ -211,9 +216,21 @@ def score_pairs(traces, outputs, scorer: Scorer, config, cache: ScoreCache) -> P
         outcome = outcomes[slot]
         base = {"trace_id": trace.trace_id, "cohort": trace.cohort, "stage": "score", "scope": "trace", "id": f"score-{trace.trace_id}"}
         provider = scorer.reference or scorer.adapter
-        if outcome.status == "timeout":
-            record = FailureRecord(code="scorer_timeout", message=f"trace {trace.trace_id}: scoring the {which} output exceeded {config.timeouts.score_seconds:g} s",
-                                   details={"which": which, "timeout_seconds": config.timeouts.score_seconds, "provider": provider}, **base)
+        blocker, blocker_which = None, None
+        if outcome.blocked_by is not None:
+            other, blocker_which = outcome.blocked_by
+            culprit = traces[other].trace_id
+            blocker = (f"scoring trace {culprit}'s {blocker_which} output", culprit)
+        cut_off = _execution_failure(outcome, "scorer", f"trace {trace.trace_id} ({which} output)", blocker, timeout, bound)
+        if cut_off is not None:
+            suffix, message, details = cut_off
+            if "blocked_by" in details:
+                details["blocked_by_which"] = blocker_which
+            record = FailureRecord(code=f"scorer_{suffix}", message=message,
+                                   details={"which": which, "provider": provider, **details}, **base)
+        elif outcome.status == "timeout":
+            record = FailureRecord(code="scorer_timeout", message=f"trace {trace.trace_id}: scoring the {which} output exceeded {timeout:g} s",
+                                   details={"which": which, "timeout_seconds": timeout, "provider": provider}, **base)
         elif outcome.status == "error":
             record = FailureRecord(code="scorer_failed", message=_cut(f"trace {trace.trace_id}: scorer raised {type(outcome.error).__name__} on the {which} output: {outcome.error}"),
                                    details={"which": which, "exception_type": type(outcome.error).__name__, "provider": provider}, **base)
@@ -232,3 +249,56 @@ def score_pairs(traces, outputs, scorer: Scorer, config, cache: ScoreCache) -> P
     replayed = {p: scores[(p, "replayed")] for p in outputs if (p, "replayed") in scores and p not in problems}
     return PairScores(original, replayed, rationales, problems, abandoned)
 
+
+def score_pairs(traces, outputs, scorer: Scorer, config, cache: ScoreCache) -> PairScores:
+    """Score each replayed trace's original and replayed output, blocking; failures become records.
+
+    Parameters
+    ----------
+    traces : sequence of Trace
+        The traces, by position.
+    outputs : mapping of int to ReplayOutput
+        Trace position -> its replayed output; only these traces are scored.
+    scorer : Scorer
+        From :func:`build_scorer`; its function may be sync or ``async def``.
+    config : WhatIfConfig
+        Supplies the scorer settings, ``scorer.max_workers`` and ``timeouts.score_seconds``.
+    cache : ScoreCache
+        Read before scoring, written after each valid score.
+
+    Returns
+    -------
+    PairScores
+        Original and replayed scores and rationales by position, one failure record per
+        failed trace (``scorer_failed``, ``scorer_timeout``, ``scorer_invalid_output``,
+        ``scorer_blocked_loop``, ``scorer_not_started``, ``scorer_starved``), and the number
+        of abandoned calls.
+
+    Raises
+    ------
+    cache.CacheCorruption
+        For a bad cache entry (the caller turns it into an Inconclusive verdict).
+
+    Notes
+    -----
+    The calls run through :func:`replay.run_bounded` (a fresh event loop; see the replay
+    module docstring for timeouts, blocking detection and the batch bound).
+    """
+    prepared = _prepare_scoring(traces, outputs, scorer, config, cache)
+    outcomes, abandoned = run_bounded(prepared[-1], config.timeouts.score_seconds, config.scorer.max_workers,
+                                      is_async_callable(scorer.function))
+    return _pair_scores(traces, outputs, scorer, config, cache, prepared, outcomes, abandoned)
+
+
+async def ascore_pairs(traces, outputs, scorer: Scorer, config, cache: ScoreCache) -> PairScores:
+    """:func:`score_pairs` on the caller's event loop (:func:`replay.arun_bounded`).
+
+    An ``async def`` scorer is awaited on this loop, so it can share the caller's clients;
+    a sync one runs on worker threads while the loop keeps serving. Arguments, result and
+    errors are those of :func:`score_pairs`. The score-cache reads and writes are small file
+    operations done on this loop directly.
+    """
+    prepared = _prepare_scoring(traces, outputs, scorer, config, cache)
+    outcomes, abandoned = await arun_bounded(prepared[-1], config.timeouts.score_seconds, config.scorer.max_workers,
+                                             is_async_callable(scorer.function))
+    return _pair_scores(traces, outputs, scorer, config, cache, prepared, outcomes, abandoned)

@@ -8,6 +8,15 @@ order when traces carry no timestamp); the baseline cohort is a seeded random sa
 draw per trace id, so it does not depend on source order). Truncation is recorded and
 disclosed as an info finding.
 
+Labels are matched case- and whitespace-insensitively (``Failure``, `` FAILURE `` are the
+failure cohort); a trace whose label is neither cohort is not selected but is counted by label
+(:attr:`CohortSelections.unrecognised_labels`), and a trace with no label at all is counted
+too (:attr:`CohortSelections.unlabelled`), so nothing leaves the experiment silently. Before
+any filter or limit, duplicates are collapsed (the first kept): a repeated trace id, or a
+trace with the same user message, original output and cohort as an earlier one (a trace
+exported twice under two ids would otherwise count twice towards the trust floor and weigh
+twice in the statistics); the count and the first 20 dropped ids are on the selection.
+
 Adapters:
 - ``stub``: synthetic, seeded support-ticket traces, offline (see :func:`stub_traces`);
 - ``jsonl``: rows v1 (``tk.read_rows``) or tau-bench result files (``tk.read_tau_bench``);
@@ -43,10 +52,31 @@ from toolkit._util.hashing import canonical_json, stable_uniform
 from toolkit.errors import SetupError, ToolkitError
 from toolkit.rows import read_rows, read_tau_bench
 
-__all__ = ["Trace", "ToolRecord", "CohortSelectionResult", "SetupError", "load_traces", "select_cohorts", "stub_traces", "resolve_reference"]
+__all__ = [
+    "Trace", "ToolRecord", "CohortSelectionResult", "CohortSelections", "SetupError", "load_traces",
+    "select_cohorts", "stub_traces", "resolve_reference", "cohort_of_label",
+]
 
 FAILURE = "failure"
 BASELINE = "baseline"
+# The most distinct unrecognised labels and dropped duplicate ids a selection lists: enough
+# to recognise the pattern (a typo, a third label, one export run twice) while keeping the
+# report bounded on a source of a million traces with a million distinct labels.
+_MAX_LISTED = 20
+# An unrecognised label is a user's string; the report quotes at most this much of it.
+_LABEL_CHARS = 80
+
+
+def _normal(value: Any) -> str:
+    return str(value).strip().casefold()
+
+
+def cohort_of_label(label: Any) -> str | None:
+    """``"failure"`` or ``"baseline"`` for a label naming one (any case, outer spaces); else None."""
+    if label is None:
+        return None
+    normal = _normal(label)
+    return normal if normal in (FAILURE, BASELINE) else None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,13 +109,44 @@ class CohortSelectionResult:
     name: str
     traces: tuple[Trace, ...]
     available: int  # traces of this cohort that passed the filter, before the limit
-    labelled: int  # traces of this cohort in the source, before the filter
+    labelled: int  # traces of this cohort in the source (duplicates collapsed), before the filter
     limit: int
     filter: str | None
+    duplicates_collapsed: int = 0  # traces of this cohort dropped as duplicates of an earlier one
+    duplicate_ids: tuple[str, ...] = ()  # the first 20 distinct ids of those dropped traces
 
     @property
     def truncated(self) -> bool:
         return self.available > len(self.traces)
+
+
+class CohortSelections(dict):
+    """What :func:`select_cohorts` returns: ``{cohort name: CohortSelectionResult}`` plus
+    what the selection left out, so it can be disclosed.
+
+    Attributes
+    ----------
+    unrecognised_labels : dict[str, int]
+        Traces whose label names neither cohort, counted per label as the source wrote it
+        (cut to 80 characters), in first-seen order; at most 20 labels, the rest summed
+        under ``"(other labels)"``. Such traces are never selected.
+    unlabelled : int
+        Traces that carry no label at all (a missing ``label_field`` value, or no reward to
+        compare with ``failure_below``); never selected.
+    duplicates_collapsed : int
+        Traces dropped, before any filter or limit, as a repeat of an earlier trace's id or
+        of its (user message, original output, cohort).
+    duplicate_ids : tuple[str, ...]
+        The first 20 distinct ids of the dropped traces.
+    """
+
+    def __init__(self, cohorts: Mapping[str, CohortSelectionResult], *, unrecognised_labels: Mapping[str, int] | None = None,
+                 unlabelled: int = 0, duplicates_collapsed: int = 0, duplicate_ids: Iterable[str] = ()) -> None:
+        super().__init__(cohorts)
+        self.unrecognised_labels: dict[str, int] = dict(unrecognised_labels or {})
+        self.unlabelled = unlabelled
+        self.duplicates_collapsed = duplicates_collapsed
+        self.duplicate_ids: tuple[str, ...] = tuple(duplicate_ids)
 
 
 # --- python references ------------------------------------------------------------------------
@@ -228,7 +289,7 @@ def _trace_from_row(row: Mapping[str, Any], position: int, label_field: str | No
     if label_field is not None:
         raw = row.get(label_field)
         label = None if raw is None else str(raw)
-        cohort = label if label in (FAILURE, BASELINE) else None
+        cohort = cohort_of_label(label)
     else:
         cohort = None if reward is None else (FAILURE if reward < failure_below else BASELINE)
     task = row.get("task_id", row.get("scenario_id"))
@@ -328,6 +389,28 @@ def _maybe_json(value: Any) -> Any:
     return value
 
 
+_TRUE_FLAGS = ("true", "1", "yes")
+_FALSE_FLAGS = ("false", "0", "no", "")
+
+
+def _failed_flag_cohort(failed: Any) -> str:
+    """The cohort of a ``tag.failed`` value: absent or false-like is baseline, true-like failure.
+
+    Any other value ("maybe", "2") is neither: the trace is counted as an unrecognised label
+    instead of being taken as a baseline, which it may not be.
+    """
+    if failed is None or failed is False:
+        return BASELINE
+    if failed is True:
+        return FAILURE
+    normal = _normal(failed)
+    if normal in _TRUE_FLAGS:
+        return FAILURE
+    if normal in _FALSE_FLAGS:
+        return BASELINE
+    return ""
+
+
 def phoenix_traces_from_spans(spans: Iterable[Mapping[str, Any]], label_field: str | None = None) -> list[Trace]:
     """Group OpenInference spans by trace id into :class:`Trace` objects."""
     by_trace: dict[str, list[Mapping[str, Any]]] = {}
@@ -357,11 +440,11 @@ def phoenix_traces_from_spans(spans: Iterable[Mapping[str, Any]], label_field: s
         if label_field:
             raw = _attribute(root, label_field)
             label = None if raw is None else str(raw)
-            cohort = label if label in (FAILURE, BASELINE) else ""
+            cohort = cohort_of_label(label) or ""
         else:
             failed = _attribute(root, "tag.failed")
             label = None if failed is None else str(failed)
-            cohort = FAILURE if failed in (True, "true", "True", 1, "1") else BASELINE
+            cohort = _failed_flag_cohort(failed)
         score = _float_or_none(_attribute(root, "eval.score"))
         if score is None:
             score = _float_or_none(_attribute(root, "score"))
@@ -466,7 +549,7 @@ def _langfuse_traces(source) -> list[Trace]:
         if not isinstance(detail, Mapping):
             raise SetupError(f"langfuse /api/public/traces/{trace_id}: expected a JSON object, got {type(detail).__name__}")
         tags = list(detail.get("tags") or summary.get("tags") or [])
-        cohort = FAILURE if failure_tag in tags else BASELINE
+        cohort = FAILURE if any(_normal(tag) == _normal(failure_tag) for tag in tags) else BASELINE
         tools = []
         observations = sorted(detail.get("observations") or [], key=lambda o: str(o.get("startTime") or ""))
         for observation in observations:
@@ -527,7 +610,7 @@ def _passes(trace: Trace, clauses, now: float) -> bool:
             return False
         if clause.name == "since" and not (trace.timestamp is not None and now - trace.timestamp <= clause.number):
             return False
-        if clause.name == "label" and trace.label != clause.value:
+        if clause.name == "label" and (trace.label is None or _normal(trace.label) != _normal(clause.value)):
             return False
         if clause.name == "has-tool" and all(call.name != clause.value for call in trace.tool_calls):
             return False
@@ -536,14 +619,67 @@ def _passes(trace: Trace, clauses, now: float) -> bool:
     return True
 
 
-def select_cohorts(traces: list[Trace], config, now: float | None = None) -> dict[str, CohortSelectionResult]:
+def _collapse_duplicates(traces: list[Trace]) -> tuple[list[Trace], list[Trace]]:
+    """(kept, dropped): a trace repeating an earlier id, or an earlier (message, output, cohort).
+
+    Traces that cannot be replayed (``skip_reason``) are compared by id only: each stays a
+    record of its own in the report.
+    """
+    seen_ids: set[str] = set()
+    seen_content: set[tuple[str, str, str]] = set()
+    kept, dropped = [], []
+    for trace in traces:
+        content = None if trace.skip_reason else (trace.user_message, trace.original_output, trace.cohort)
+        if trace.trace_id in seen_ids or (content is not None and content in seen_content):
+            dropped.append(trace)
+            continue
+        seen_ids.add(trace.trace_id)
+        if content is not None:
+            seen_content.add(content)
+        kept.append(trace)
+    return kept, dropped
+
+
+def _label_counts(traces: list[Trace]) -> tuple[dict[str, int], int]:
+    """Counts of the labels naming no cohort (at most 20, the rest summed), and of no label."""
+    counts: dict[str, int] = {}
+    other = unlabelled = 0
+    for trace in traces:
+        if trace.cohort in (FAILURE, BASELINE):
+            continue
+        if trace.label is None:
+            unlabelled += 1
+            continue
+        label = trace.label if len(trace.label) <= _LABEL_CHARS else trace.label[:_LABEL_CHARS] + "…"
+        if label in counts or len(counts) < _MAX_LISTED:
+            counts[label] = counts.get(label, 0) + 1
+        else:
+            other += 1
+    if other:
+        counts["(other labels)"] = other
+    return counts, unlabelled
+
+
+def select_cohorts(traces: list[Trace], config, now: float | None = None) -> CohortSelections:
     """Apply each configured cohort's filter and limit; only configured cohorts are selected.
 
     In ``regression_check`` no failure cohort is configured, so traces labelled failure are
     never selected (the reference still evaluated them, docs/design/whatif.md §11.8).
+    Duplicates are collapsed first (see the module docstring), so neither the limit nor the
+    trust floor ever counts a trace twice.
+
+    Returns
+    -------
+    CohortSelections
+        ``{cohort: CohortSelectionResult}`` with the counts of unrecognised labels, unlabelled
+        traces and collapsed duplicates as attributes.
     """
     now = _dt.datetime.now(_dt.timezone.utc).timestamp() if now is None else now
     seed = config.decision.seed
+    traces, dropped = _collapse_duplicates(list(traces))
+    dropped_by_cohort: dict[str, list[Trace]] = {}
+    for trace in dropped:
+        dropped_by_cohort.setdefault(trace.cohort, []).append(trace)
     chosen = {}
     for name in (FAILURE, BASELINE):
         selection = getattr(config.selection, f"{name}_cohort")
@@ -571,5 +707,18 @@ def select_cohorts(traces: list[Trace], config, now: float | None = None) -> dic
             labelled=len(labelled),
             limit=selection.limit,
             filter=selection.filter,
+            duplicates_collapsed=len(dropped_by_cohort.get(name, ())),
+            duplicate_ids=_first_ids(dropped_by_cohort.get(name, ())),
         )
-    return chosen
+    unrecognised, unlabelled = _label_counts(traces)
+    return CohortSelections(
+        chosen,
+        unrecognised_labels=unrecognised,
+        unlabelled=unlabelled,
+        duplicates_collapsed=len(dropped),
+        duplicate_ids=_first_ids(dropped),
+    )
+
+
+def _first_ids(traces: Iterable[Trace]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(t.trace_id for t in traces))[:_MAX_LISTED]
