@@ -309,6 +309,7 @@ def test_a_dead_reference_is_not_called_on_every_row():
     assert len(calls) == 3 and len(out.rows) == 10 and out.n_failed == 10
     assert [r["ref_status"] for r in out.rows] == ["error"] * 3 + ["skipped"] * 7
     assert "first 3 rows" in out.rows[-1]["ref_error"] and "refused" in out.rows[-1]["ref_error"]
+    assert out.rows[-1]["ref_error"].startswith("not attempted: the reference policy 'Dead' failed")  # which reference
     assert out.failures == {"ConnectionError": 3, "skipped": 7}
 
 
@@ -335,3 +336,11 @@ def test_an_alive_reference_is_never_cut_short():
     out = tk.reference_logprobs(rows, Flaky())
     assert len(calls) == 6 and out.n_scored == 2
     assert [r["ref_status"] for r in out.rows] == ["unscorable"] * 3 + ["error", "ok", "ok"]
+    assert out.rows[0]["ref_error"] == "the reference policy 'Flaky' gives this completion probability 0 (logprob -inf)"
+
+
+def test_the_printed_kl_says_what_it_is_measured_against():
+    rows = [lp_row("a", -10.0, 20, ref=-12.0)]
+    assert str(tk.mean_kl(rows)).startswith("mean KL(policy || reference policy, from ref_logprob) 0.1000 nats/token")
+    assert str(tk.mean_kl([dict(rows[0], base_lp=-11.0)], ref="base_lp")).startswith(
+        "mean KL(policy || reference policy, from base_lp) 0.0500 nats/token")

@@ -2,7 +2,8 @@
 
 Exit codes are part of the interface (a CI job branches on them), so none can be produced by
 accident: 0, 1 and 2 come only from the command itself (for ``whatif fork``: Ship, Don't
-Ship, Inconclusive or a setup/user error, which prints one ``error:`` line); an unexpected
+Ship, Inconclusive or a setup/user error, which prints one ``error:`` line), and 2 from no
+command at all (the help goes to stderr: a script that forgot its command fails); an unexpected
 exception is code 3 with one ``internal error:`` line (the traceback too when the
 environment variable ``TOOLKIT_DEBUG=1``), never 1, which would read as "Don't Ship"; Ctrl-C
 is 130 (the shell's 128 + SIGINT).
@@ -77,15 +78,18 @@ def main(argv: list[str] | None = None) -> int:
     Returns
     -------
     int
-        0, 1 or 2 from the command, 2 for a ToolkitError (a user's mistake), 3 for any other
-        exception, 130 for KeyboardInterrupt. Only argparse itself may still raise
+        0, 1 or 2 from the command, 2 for a ToolkitError (a user's mistake) and for no
+        command at all (the help is printed to stderr), 3 for any other exception, 130 for
+        KeyboardInterrupt. Only argparse itself may still raise
         SystemExit (2 for a bad command line, 0 for ``--help``).
     """
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
-        parser.print_help()
-        return 0
+        # no command is a usage error, like a bad one: exit 2 (a script that forgot its
+        # command must not pass), and the help on stderr as argparse prints its usage
+        parser.print_help(sys.stderr)
+        return 2
     try:
         code = args.run(args)
         return int(code or 0)

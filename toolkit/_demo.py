@@ -16,13 +16,17 @@ import argparse
 import time
 from pathlib import Path
 
+#: Rollouts per prompt: sft mode's preset k, named here so the help text and the summary line say it.
+REPEATS = 4
+
 HELP = "offline demo: simulate an agent, grade it, pass@k with intervals, then a paired before/after report"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", type=Path, default=Path("out/demo"), help="folder for rows and figures (default out/demo)")
     parser.add_argument("--seed", type=int, default=0, help="seed for the simulation and every resampling draw")
-    parser.add_argument("--budget", type=int, default=320, help="rows to simulate (default 320 = 80 situations x 4 repeats)")
+    parser.add_argument("--budget", type=int, default=320, help=f"rows to simulate (default 320 = 80 prompts x {REPEATS} repeats; the search words some situations more than once, "
+                        "so the summary counts fewer situations than prompts, and pass@k one task per situation)")
     parser.add_argument("--no-stats", dest="stats", action="store_false",
                         help="skip the paired before/after report on the shipped runs")
     parser.add_argument("--before", type=Path, default=None, help="rows JSONL of the baseline run (default: shipped demo)")
@@ -51,14 +55,18 @@ def _simulation(args: argparse.Namespace) -> list[Path]:
     args.out.mkdir(parents=True, exist_ok=True)
     rows_path = args.out / "simulated_rows.jsonl"
     # sft mode gives every prompt exactly k = 4 rollouts, so pass^4 and pass@4 are defined for
-    # every group; one phrasing per situation spends the budget on more situations (80 at the
-    # default budget), which covers more of the grid and narrows the interval over tasks.
+    # every group; one phrasing per situation card spends the budget on more prompts (80 at the
+    # default budget), which covers more of the grid and narrows the interval over tasks. The
+    # search's arms may come back to a situation with a new prompt (a grid cell drawn again,
+    # open-ended probes sharing one card, a mutated failure), so there are fewer situations
+    # (72 at the default budget) than prompts, and pass@k counts one task per situation.
     data = tk.simulate(
-        agent, tools=tools, system_prompt=policy, mode="sft", phrasings=1, budget=args.budget, grade=True,
-        simulator=False, output=rows_path, reproducible=True, progress=False, advanced={"seed": args.seed},
+        agent, tools=tools, system_prompt=policy, mode="sft", phrasings=1, repeats=REPEATS, budget=args.budget,
+        grade=True, simulator=False, output=rows_path, overwrite=True, reproducible=True, progress=False, advanced={"seed": args.seed},
     )  # fmt: skip
     print("simulation: seeded agent on the airline tool set, template writer and user, conduct grader")
     print(data.summary())
+    print(_budget_line(data.rows))
     print()
     print(f"  {data.pass_at}")
     written = [rows_path]
@@ -69,6 +77,18 @@ def _simulation(args: argparse.Namespace) -> list[Path]:
     report = tk.coverage(dimensions, grid.coverage_factors, strength=2)
     written += export_figure(coverage_heatmap(report), args.out / "simulated_coverage", ("pdf", "png"))
     return written
+
+
+def _budget_line(rows: list[dict]) -> str:
+    """How the rows split into prompts and situations, counted from the rows themselves: the
+    help text promises prompts x repeats, and the summary's situation count is smaller."""
+    prompts = len({row["prompt"] for row in rows})
+    situations = len({row.get("scenario_id") for row in rows})
+    repeats = f"x {REPEATS} repeats" if len(rows) == REPEATS * prompts else f"of up to {REPEATS} repeats"
+    return (
+        f"{len(rows)} rows = {prompts} prompts {repeats}, on {situations} situations (the search words some "
+        f"situations more than once); pass@k below counts each situation as one task"
+    )
 
 
 def _statistics(args: argparse.Namespace) -> list[Path]:

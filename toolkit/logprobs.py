@@ -1,5 +1,11 @@
-"""Read the policy's log-probabilities: coverage, sampled KL to a reference, calibration
+"""Read the policy's log-probabilities: coverage, sampled KL to a reference policy, calibration
 stamps and the off-policy (staleness) check.
+
+The *reference policy* (``pi_ref``, the ``ref`` / ``reference`` arguments, the ``ref_*`` row
+fields) is the model the sampled policy ``pi`` is compared with: typically the model before
+fine-tuning, so KL says how far training moved it. Nothing picks one for you: the rows carry a
+``ref_logprob`` only once :func:`reference_logprobs` has scored them under the model you name
+(KL of a model against itself is 0).
 
 Formulas (docs/design/engine.md §6.7):
 
@@ -17,7 +23,7 @@ Formulas (docs/design/engine.md §6.7):
   ``exp(log pi_new - log pi_old)`` (Schulman et al., PPO, arXiv:1707.06347; Noukhovitch et
   al., Asynchronous RLHF, arXiv:2410.18252).
 
-Where we differ from the reference: ``reference_logprobs`` records a per-row
+Where we differ from whileai-sdk's engine (docs/design/engine.md): ``reference_logprobs`` records a per-row
 ``ref_status`` (ok / error / unscorable) instead of leaving a failed row without a field,
 and the reference's token count (``ref_n_tokens``) next to the policy's, because a
 reference with another tokenizer scores the same text in a different number of tokens.
@@ -249,7 +255,8 @@ class MeanKL(Result):
     def __str__(self) -> str:
         if self.mean_kl is None:
             return f"mean KL: none ({self.note})"
-        return f"mean KL {self.mean_kl:.4f} nats/token over {self.n_rows} rows, {self.n_tokens} tokens, {len(self.per_task)} tasks"
+        return (f"mean KL(policy || reference policy, from {self.ref}) {self.mean_kl:.4f} nats/token over {self.n_rows} rows, "
+                f"{self.n_tokens} tokens, {len(self.per_task)} tasks")
 
 
 def _reference_values(source: list[dict], ref: Any) -> tuple[list[float | None], int, str]:
@@ -297,12 +304,12 @@ def mean_kl(rows: Any, ref: Any = "ref_logprob") -> MeanKL:
         policy side of a row is its ``logprob`` / ``n_tokens``, else the sums over its
         assistant steps.
     ref : str or rows, optional
-        Where the reference's summed logprob of the same completion is. A string is the row
+        Where the reference policy's summed logprob of the same completion is. A string is the row
         field holding it (default ``"ref_logprob"``, what :func:`reference_logprobs` writes);
         a name other than the default that no row carries raises when a row carries a close
         name (a typo), else every row is skipped and the note says to score the rows. Any
         other value is a second row list, matched by :func:`row_match_key`, whose
-        ``logprob`` (or step sums) is the reference's; rows with no match count in
+        ``logprob`` (or step sums) is the reference policy's; rows with no match count in
         ``n_unmatched`` (and in ``n_skipped``).
 
     Returns
@@ -417,7 +424,7 @@ def calibrate(rows: Any, *, policy: Any = None, ref: Any = None) -> CalibrationR
         else its ``model_version``. A string is used as given, a mapping is copied as a
         dict, any other object gives its ``name`` attribute, else its type name.
     ref : str, rows or None, optional
-        The reference for the per-task ``mean_kl``: a field name or a second row list,
+        Where the reference policy's logprobs for the per-task ``mean_kl`` are: a field name or a second row list,
         exactly as in :func:`mean_kl`. Default None: no KL is computed and ``mean_kl`` is
         None in every stamp.
 
@@ -649,8 +656,9 @@ def reference_logprobs(
     field: str = "ref_logprob",
     **backend_options: Any,
 ) -> ReferenceLogprobs:
-    """Score existing rows under a reference policy; stamp ``field`` (summed logprob of the
-    assistant turns the row's policy generated) on copies of the rows.
+    """Score existing rows under a reference policy (the model KL is measured against, see the
+    module docstring); stamp ``field`` (summed logprob of the assistant turns the row's policy
+    generated) on copies of the rows.
 
     Each row also gets ``ref_model``, ``ref_status`` (ok / error / unscorable / skipped)
     and, from a backend, ``ref_n_tokens``; a row that fails keeps its place with the error
@@ -704,7 +712,7 @@ def reference_logprobs(
         scorer = model_agent(reference, **backend_options)
     if not (hasattr(scorer, "score_total") or hasattr(scorer, "prompt_logprobs")):
         raise LogprobError(
-            f"reference {name!r} can neither score_total(row) (a seeded agent) nor prompt_logprobs(messages, "
+            f"reference={name!r} (the reference policy) can neither score_total(row) (a seeded agent) nor prompt_logprobs(messages, "
             "completion) (a model backend); pass one of those or a model spec string"
         )
     out, failures = [], Counter()
@@ -721,7 +729,7 @@ def reference_logprobs(
             # a dead reference would otherwise burn its retries on every remaining row (pain #88)
             row[field] = None
             row["ref_status"] = "skipped"
-            row["ref_error"] = f"not attempted: the reference failed on the first {_MAX_LEADING_FAILURES} rows ({first_error})"
+            row["ref_error"] = f"not attempted: the reference policy {name!r} failed on the first {_MAX_LEADING_FAILURES} rows ({first_error})"
             failures["skipped"] += 1
             out.append(row)
             continue
@@ -741,7 +749,7 @@ def reference_logprobs(
                 value = math.fsum(total)
             if not math.isfinite(value):
                 row["ref_status"] = "unscorable"
-                row["ref_error"] = "the reference gives this completion probability 0 (logprob -inf)"
+                row["ref_error"] = f"the reference policy {name!r} gives this completion probability 0 (logprob -inf)"
                 row[field] = None
                 failures["unscorable"] += 1
             else:

@@ -3,8 +3,11 @@
 What was measured on this machine kind (see the project's docs/design/jupyter.md notes) and is relied on here:
 
 * ``jupyter lab`` refuses to start as root without ``--allow-root``; it is ready in ~2 s.
-* Three flags keep it off the network for good (news feed, update check, extension manager);
-  the user-settings file below silences the news toast as well.
+* The server is started by the Makefile's own ``lab`` recipe, read with ``make -n lab``: its
+  three flags keep Lab off the network (news feed, update check, extension manager) and its
+  setting defaults silence the "Jupyter news?" toast, which the flags alone do not (Lab 4.6
+  asks whenever ``fetchNews`` is unset). So a new user's ``make lab`` is what is tested, and
+  the tests write no settings of their own.
 * It is stopped by its own PID with SIGTERM (it shuts its kernels down first, < 1 s);
   SIGINT is ignored by a backgrounded job. Sessions are deleted through the REST API before
   and after each test, because a kernel outlives the browser tab and a re-opened notebook
@@ -22,6 +25,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -50,14 +54,10 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
-LAB_NO_NETWORK_FLAGS = [
-    "--LabApp.news_url=None",
-    "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
-    "--LabApp.extension_manager=readonly",
-]
-
 
 def _missing_browser() -> str | None:
+    if shutil.which("make") is None:
+        return "make is missing (the Lab server is started from the Makefile's lab recipe): apt-get install -y make"
     if not CHROMIUM.exists():
         return "Debian chromium is missing: apt-get update && apt-get install -y chromium"
     try:
@@ -86,11 +86,12 @@ def free_port() -> int:
 class LabServer:
     """A JupyterLab process we started, its URL, and REST helpers authenticated by token."""
 
-    def __init__(self, process: subprocess.Popen, url: str, root_dir: Path, log_path: Path):
+    def __init__(self, process: subprocess.Popen, url: str, root_dir: Path, log_path: Path, log_file=None):
         self.process = process
         self.url = url
         self.root_dir = root_dir
         self.log_path = log_path
+        self.log_file = log_file
 
     def api(self, method: str, path: str, body: dict | None = None):
         data = None if body is None else json.dumps(body).encode()
@@ -113,6 +114,10 @@ class LabServer:
 
     def kernels(self) -> list:
         return self.api("GET", "/api/kernels") or []
+
+    def home_url(self) -> str:
+        """Lab's start page (the launcher and the file browser), ignoring any saved layout."""
+        return f"{self.url}/lab?token={TOKEN}&reset"
 
     def notebook_url(self, relative_path: str) -> str:
         # ``reset`` ignores any saved workspace layout
@@ -149,16 +154,37 @@ def _stop(process: subprocess.Popen, timeout: float = 20.0) -> None:
             process.wait()
 
 
-@pytest.fixture(scope="session")
-def lab_server(_browser_available):
-    """JupyterLab serving a temporary copy of notebooks/, isolated from the user's profile."""
-    base = Path(tempfile.mkdtemp(prefix="toolkit-lab-", dir="/tmp"))
+def make_lab_commands(*, port: int, notebook_dir: Path, lab_config: Path) -> list[str]:
+    """The shell commands of ``make lab`` (``make -n``), for this venv, port, notebook copy and
+    settings directory; the last one starts the server."""
+    listing = subprocess.run(
+        ["make", "--no-print-directory", "-n", "-s", "-C", str(ROOT), "lab", f"PY={sys.executable}",
+         f"PORT={port}", f"NOTEBOOK_DIR={notebook_dir}", f"LAB_CONFIG={lab_config}",
+         f"LAB_ARGS=--IdentityProvider.token={TOKEN}"],
+        capture_output=True, text=True, check=True,
+    ).stdout
+    commands, pending = [], ""
+    for line in listing.splitlines():
+        pending += line + "\n"
+        if not line.endswith("\\"):  # a backslash-newline continues the command (sh -c reads it so)
+            commands.append(pending.strip())
+            pending = ""
+    if not commands or "jupyter-lab" not in commands[-1]:
+        raise RuntimeError(f"`make -n lab` does not end with the jupyter-lab command:\n{listing}")
+    if not re.search(r"(^|\s)exec\s", commands[-1]):
+        # without exec the PID we stop would be the shell's, and the server would outlive us
+        raise RuntimeError(f"the lab recipe must exec jupyter-lab:\n{commands[-1]}")
+    return commands
+
+
+def start_lab(base: Path, *, setup: bool = True) -> LabServer:
+    """Start ``make lab`` serving a copy of notebooks/ under ``base``, isolated from the user's
+    profile (fresh Jupyter config, runtime, settings and workspace dirs: a first open).
+
+    ``setup=False`` skips the recipe's commands before the server (the setting defaults it
+    writes), which is how a test checks that those commands are what silences the toast."""
     config_dir = base / "config"
-    settings = config_dir / "lab-user-settings" / "@jupyterlab" / "apputils-extension"
-    settings.mkdir(parents=True)
-    (settings / "notification.jupyterlab-settings").write_text(
-        json.dumps({"fetchNews": "false", "checkForUpdates": False})
-    )
+    config_dir.mkdir(parents=True)
     root_dir = base / "notebooks"
     shutil.copytree(NOTEBOOKS, root_dir, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
     env = dict(
@@ -171,40 +197,69 @@ def lab_server(_browser_available):
         # the notebook's own first run (Run All) stays small; the test then sets its own budget
         TOOLKIT_SMALL="1",
     )
-    # The kernel is the venv's interpreter: its python3 kernelspec lives in the venv.
-    lab = Path(sys.executable).parent / "jupyter-lab"
+    env.pop("JUPYTER_CONFIG_PATH", None)  # a developer's own config path is not a new user's
     port = free_port()
+    # The kernel is the venv's interpreter (PY=sys.executable): its python3 kernelspec lives in the venv.
+    commands = make_lab_commands(port=port, notebook_dir=root_dir, lab_config=base / "lab-config")
+    if setup:
+        for command in commands[:-1]:
+            subprocess.run(["/bin/sh", "-c", command], cwd=ROOT, env=env, check=True)
     log_path = base / "lab.log"
     log = open(log_path, "w")
-    process = subprocess.Popen(
-        [
-            str(lab),
-            "--allow-root",
-            "--no-browser",
-            "--ip=127.0.0.1",
-            f"--port={port}",
-            f"--IdentityProvider.token={TOKEN}",
-            f"--ServerApp.root_dir={root_dir}",
-            *LAB_NO_NETWORK_FLAGS,
-        ],
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-        cwd=root_dir,
-    )
-    server = LabServer(process, f"http://127.0.0.1:{port}", root_dir, log_path)
+    process = subprocess.Popen(["/bin/sh", "-c", commands[-1]], env=env, stdout=log, stderr=subprocess.STDOUT, cwd=ROOT)
+    server = LabServer(process, f"http://127.0.0.1:{port}", root_dir, log_path, log)
     try:
         _wait_ready(f"{server.url}/api/status?token={TOKEN}", process)
+    except BaseException:
+        stop_lab(server)
+        raise
+    return server
+
+
+def stop_lab(server: LabServer) -> None:
+    try:
+        if server.process.poll() is None:
+            server.delete_sessions()
+    except OSError:
+        pass
+    _stop(server.process)
+    if server.log_file is not None:
+        server.log_file.close()
+
+
+@pytest.fixture(scope="session")
+def lab_server(_browser_available):
+    """``make lab`` serving a temporary copy of notebooks/, isolated from the user's profile."""
+    base = Path(tempfile.mkdtemp(prefix="toolkit-lab-", dir="/tmp"))
+    server = start_lab(base)
+    try:
         yield server
     finally:
-        try:
-            if process.poll() is None:
-                server.delete_sessions()
-        except OSError:
-            pass
-        _stop(process)
-        log.close()
+        stop_lab(server)
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.fixture
+def another_lab(_browser_available):
+    """Start a further ``make lab`` of its own (``another_lab(setup=False)`` skips the recipe's
+    setup commands); stopped and removed when the test ends."""
+    started = []
+
+    def start(*, setup: bool = True) -> LabServer:
+        base = Path(tempfile.mkdtemp(prefix="toolkit-lab-extra-", dir="/tmp"))
+        started.append(base)
+        server = start_lab(base, setup=setup)
+        started.append(server)
+        return server
+
+    try:
+        yield start
+    finally:
+        for item in reversed(started):
+            if isinstance(item, LabServer):
+                stop_lab(item)
+            else:
+                shutil.rmtree(item, ignore_errors=True)
 
 
 @pytest.fixture

@@ -2,25 +2,39 @@
 
 This is the only layer that catches "the plot never appears in a real front-end" (a
 thread doing ``clear_output`` + ``plt.show()`` passes headless and shows nothing in a
-browser; docs/design/jupyter.md §2.2). The test opens ``00_dashboard.ipynb``, runs all cells (the
-notebook's own first run finishes), types a new budget into the budget control, clicks
-Run, and requires at least three distinct plot frames while the run goes and a final
-status saying the run finished with that budget. Screenshots go to
-``tests/browser/screenshots/`` (git-ignored).
+browser; docs/design/jupyter.md §2.2). The test opens ``00_dashboard.ipynb`` in the Lab that
+``make lab`` starts, runs all cells (the notebook's own first run finishes), and checks what a
+new user sees: no "Jupyter news?" toast, no HTML source in any output, and both panels of
+the frame drawn (the notebook builds the dashboard as the README does, with no grader and
+no reference). Then it types a new budget into the budget control, clicks Run, and
+requires at least three distinct plot frames while the run goes and a final status saying
+the run finished with that budget, its KL labelled a sample when it is one. Screenshots go
+to ``tests/browser/screenshots/`` (git-ignored).
 """
 
 from __future__ import annotations
 
 import hashlib
+import io
 import re
 import time
 
+import numpy as np
 import pytest
+from PIL import Image
+
+from toolkit.plots import PALETTE
 
 pytestmark = pytest.mark.browser
 
 NOTEBOOK = "00_dashboard.ipynb"
 NEW_BUDGET = 2000
+# an opening or closing tag of the HTML the dashboard writes, shown as text
+HTML_TAG = re.compile(r"</?(span|div|b|br|table|tr|td|th|small|code)\b[^>]*>", re.IGNORECASE)
+# A drawn curve (pass@1 blue on the left, KL vermillion on the right) covers ~300 pixels of
+# its colour in a 600 x 288 frame; an empty panel (a grey "why" note) has none. 50 leaves
+# room for the browser's scaling and a curve that is still short.
+MIN_CURVE_PIXELS = 50
 
 
 def _run_all(page, log, attempts=3):
@@ -43,6 +57,30 @@ def _run_all(page, log, attempts=3):
 
 def _status(output):
     return output.locator(".toolkit-status").first
+
+
+def _curve_pixels(png: bytes, colour: str, tolerance: int = 40) -> tuple[int, int]:
+    """Pixels within ``tolerance`` (per channel) of ``colour`` in the left and right halves."""
+    pixels = np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).astype(int)
+    target = np.array([int(colour[i:i + 2], 16) for i in (1, 3, 5)])
+    near = np.abs(pixels - target).max(axis=2) <= tolerance
+    half = pixels.shape[1] // 2
+    return int(near[:, :half].sum()), int(near[:, half:].sum())
+
+
+def _assert_both_panels_drawn(page, image, log):
+    box = image.bounding_box()
+    png = page.screenshot(clip=box)
+    blue, verm = _curve_pixels(png, PALETTE["blue"]), _curve_pixels(png, PALETTE["vermillion"])
+    log(f"curve pixels: pass@1 blue (left, right) {blue}, KL vermillion {verm}")
+    assert blue[0] >= MIN_CURVE_PIXELS, f"the pass@k panel is empty: {blue}"
+    assert verm[1] >= MIN_CURVE_PIXELS, f"the KL panel is empty: {verm}"
+
+
+def _assert_no_html_source_shown(page):
+    texts = page.locator(".jp-NotebookPanel .jp-OutputArea-output").all_inner_texts()
+    shown = [(index, HTML_TAG.search(text).group(0)) for index, text in enumerate(texts) if HTML_TAG.search(text)]
+    assert texts and not shown, f"HTML source shown as text in outputs (output, first tag): {shown}"
 
 
 def test_dashboard_notebook_live_in_jupyterlab(lab_server, browser_page, screenshots_dir):
@@ -72,12 +110,27 @@ def test_dashboard_notebook_live_in_jupyterlab(lab_server, browser_page, screens
         page.wait_for_selector(".jp-Notebook-ExecutionIndicator[data-status='idle']", timeout=180_000)
         log("all cells ran")
 
+        # what a new user sees after Run All: no news toast, no HTML source printed, both
+        # panels drawn with no grader= and no reference= given, and the dashboard saying
+        # what it graded with and what KL is against
+        assert page.get_by_text("official Jupyter news").count() == 0, "the 'Jupyter news?' toast is showing"
+        _assert_no_html_source_shown(page)
+        about = output.locator(".widget-html", has_text="KL measured against").first.inner_text()
+        log(f"about line: {about!r}")
+        assert "graded by: the conduct grader of the system prompt" in about, about
+        assert "KL measured against: tk.seeded_agent(rate=0.1, seed=0)" in about, about
+        first = status.inner_text()
+        assert "pass@1" in first and "KL " in first, first
+        image = output.locator(".widget-image").first
+        image.scroll_into_view_if_needed()
+        page.screenshot(path=str(screenshots_dir / "dashboard_0_after_run_all.png"), full_page=False)
+        _assert_both_panels_drawn(page, image, log)
+
         # change a knob through the UI: the budget IntText
         budget = output.locator(".widget-inline-hbox", has=page.locator("label", has_text=re.compile(r"^budget$"))).locator("input")
         budget.scroll_into_view_if_needed()
         budget.fill(str(NEW_BUDGET))
         budget.press("Enter")
-        image = output.locator(".widget-image").first
         image.scroll_into_view_if_needed()
         output.scroll_into_view_if_needed()
         page.screenshot(path=str(screenshots_dir / "dashboard_1_before_run.png"), full_page=False)
@@ -124,8 +177,16 @@ def test_dashboard_notebook_live_in_jupyterlab(lab_server, browser_page, screens
         assert "finished" in text, text
         assert f"rows {NEW_BUDGET}" in text and f"budget={NEW_BUDGET}" in text, text
         assert "stopped_because=budget" in text, text
+        # KL is over every row, or said to be a sample (of how many, and why), or names the
+        # rows the reference gives probability 0
+        kl = re.search(r"KL -?[\d.]+/token over (a random sample of \d+ of \d+ rows \(the reference scores|(\d+) rows)", text)
+        assert kl, text
+        if kl.group(2) and int(kl.group(2)) != NEW_BUDGET:
+            assert "more rows have probability 0 under the reference" in text, text
         assert len(frames) >= 3, f"the plot did not update live: {len(frames)} distinct frames; {log_lines}"
         assert image.is_visible()
+        _assert_both_panels_drawn(page, image, log)
+        _assert_no_html_source_shown(page)
 
         # the Advanced section: generated knobs; a value out of bounds is refused in the
         # widget with the engine's own message and the field goes back to its last value

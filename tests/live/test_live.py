@@ -10,6 +10,7 @@ math.fsum and against ``tk.mean_kl``.
 from __future__ import annotations
 
 import math
+import re
 import threading
 import time
 
@@ -173,9 +174,14 @@ def test_scoring_budget_lets_kl_lag_then_catch_up():
     tracker.extend(_rows(n_tasks=10, k=4))
     partial = tracker.point(score_seconds=0.0)
     assert partial.n_kl_rows == 8  # one chunk, then the budget is spent
-    assert "random sample" in partial.note
+    # a sample is said to be one, and of how many rows, wherever the point is printed
+    assert partial.n_kl_pending == 32 and partial.kl_is_sample
+    assert "8 of 40 rows scored" in partial.note
+    assert "over a random sample of 8 of 40 rows" in str(partial)
     full = tracker.point()
     assert full.n_kl_rows == 40 and len(calls) == 40
+    assert full.n_kl_pending == 0 and not full.kl_is_sample
+    assert "over 40 rows" in str(full) and "sample" not in str(full)
 
 
 def test_run_progress_figure_draws_bands_and_n():
@@ -561,3 +567,99 @@ def test_bad_starting_patience_gets_the_engines_message():
     with pytest.raises(tk.KnobError) as dashboard_error:
         tk.Dashboard(patience="slow")
     assert str(dashboard_error.value) == str(engine_error.value)
+
+
+# ---------------------------------------------------------------------------------------
+# The README's line (no grader, no reference): both panels filled, and said with what
+# ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("with_agent", [False, True], ids=["engine's seeded agent", "tk.seeded_agent"])
+def test_readme_dashboard_with_no_grader_and_no_reference_fills_both_panels(offline, with_agent):
+    tools, policy = offline["tools"], offline["system_prompt"]
+    agent = tk.seeded_agent(tools, seed=0) if with_agent else None
+    dashboard = tk.Dashboard(agent=agent, tools=tools, system_prompt=policy, budget=24, repeats=4,
+                             repeat_policy="fixed", concurrency=2, refresh_seconds=0.05, max_duty=1.0)
+    assert dashboard.controls["logprobs"].value is True  # KL needs them; on for the default reference
+    assert "conduct grader" in dashboard.grading and "conduct grader" in dashboard.about.value
+    assert dashboard.kl_reference.startswith("tk.seeded_agent(rate=0.1, seed=0)")
+    dashboard.run()
+    assert dashboard.wait(120)
+    assert dashboard.error is None, dashboard.error
+    rows = dashboard.rows
+    # graded by the conduct grader of the policy (simulate(grade="conduct")), every row
+    report = dashboard.data.report()
+    assert report["grade"] == "conduct" and report["grader"] == "conduct"
+    assert all(r["label_source"] == "conduct" and r["reward"] is not None for r in rows)
+    last = dashboard.progress.points[-1]
+    assert last.pass_at_1 is not None and last.pass_at_k is not None and last.mean_kl is not None
+    # the KL is against exactly the reference named: the same seeded policy at rate 0.1
+    named = tk.seeded_agent(tools, rate=0.1, seed=0)
+    expected = math.fsum(r["logprob"] - named.score_total(r) for r in rows) / sum(r["n_tokens"] for r in rows)
+    assert last.mean_kl == pytest.approx(expected, rel=1e-9)
+    figure = dashboard.figure(checkpoints=3)
+    left, right = figure.axes
+    assert left.lines and right.lines
+    assert not left.texts and not right.texts, [t.get_text() for t in left.texts + right.texts]  # no "why empty" notes
+
+
+def test_grade_false_runs_ungraded_and_the_panel_says_what_to_pass(offline):
+    dashboard = tk.Dashboard(tools=offline["tools"], system_prompt=offline["system_prompt"], grade=False, budget=8,
+                             concurrency=2, refresh_seconds=0.05, max_duty=1.0)
+    assert "grade=False" in dashboard.grading
+    dashboard.run()
+    assert dashboard.wait(120) and dashboard.error is None, dashboard.error
+    assert all(r.get("reward") is None for r in dashboard.rows)
+    last = dashboard.progress.points[-1]
+    assert last.pass_at_1 is None and "pass a grader=" in last.note
+
+
+def test_another_agent_without_reference_is_told_what_to_pass():
+    def agent(messages, tools):
+        return {"role": "assistant", "content": "ok"}
+
+    dashboard = tk.Dashboard(agent)
+    assert dashboard.kl_reference.startswith("none: pass reference=")
+    assert "pass reference=" in dashboard.about.value
+    assert dashboard.controls["logprobs"].value is False  # an arbitrary agent may have no logprobs
+
+
+def test_status_text_is_the_status_line_without_html(offline):
+    import html
+
+    dashboard = _dashboard(offline, budget=8)
+    dashboard.run()
+    assert dashboard.wait(120) and dashboard.error is None, dashboard.error
+    text = dashboard.status_text
+    assert text.startswith("status: finished · rows 8 ") and "<" not in text
+    assert html.unescape(re.sub(r"<[^>]+>", "", dashboard.status.value)) == text
+    plain = dashboard._repr_mimebundle_()["text/plain"]
+    assert "<span" not in plain and "<div" not in plain and text in plain
+
+
+def test_a_kl_sample_is_labelled_a_sample_in_the_status(offline):
+    """A reference slower than the final frame's 2 s scoring budget (8 rows of 0.26 s is one
+    chunk of 2.08 s) leaves rows unscored: the status must say the KL is over a sample, of
+    how many rows, and why, rather than "KL over 24 rows" of 64."""
+    reference = tk.seeded_agent(offline["tools"], rate=0.1, seed=0)
+
+    def slow_reference(row):
+        time.sleep(0.26)
+        return reference.score_total(row)
+
+    settings = {**offline, "reference": slow_reference}
+    dashboard = tk.Dashboard(**settings, budget=64, repeats=4, repeat_policy="fixed", logprobs=True, concurrency=2,
+                             refresh_seconds=0.05, max_duty=1.0)
+    dashboard.run()
+    assert dashboard.wait(180) and dashboard.error is None, dashboard.error
+    last = dashboard.progress.points[-1]
+    assert last.kl_is_sample and last.n_kl_rows + last.n_kl_impossible + last.n_kl_pending == 64
+    text = dashboard.status_text
+    assert f"over a random sample of {last.n_kl_rows} of {last.n_kl_rows + last.n_kl_pending} rows" in text, text
+    assert "at most 2 s per final frame" in text and "dashboard.figure() scores every row" in text, text
+
+
+def test_advanced_tooltips_say_no_ceiling(offline):
+    dashboard = _dashboard(offline)
+    tooltip = dashboard.advanced_controls["tier_mix_min_rows"].tooltip
+    assert "allowed 1 .. no ceiling" in tooltip and "4611686018427387904" not in tooltip

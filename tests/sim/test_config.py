@@ -48,6 +48,10 @@ def test_aliases_and_presets_resolve_once_into_a_frozen_config() -> None:
 def test_errors_name_the_spelling_the_user_typed() -> None:
     with pytest.raises(tk.ConfigError, match=r"^repeats must be an integer >= 1; got 0$"):
         tk.simulate(repeats=0, budget=1, progress=False)
+    # every alias of one parameter is named as typed, never the canonical spelling
+    for spelling in ("rollouts_per_request", "rollouts_per_prompt", "requests_per_situation", "phrasings", "n"):
+        with pytest.raises(tk.ConfigError, match=rf"^{spelling} must be an integer >= 1; got 0$"):
+            tk.simulate(**{spelling: 0}, budget=1, progress=False)
     with pytest.raises(tk.ConfigError, match=r"^risk must be a number in \[0, 1\]; got 1.5$"):
         tk.simulate(risk=1.5, budget=1, progress=False)
 

@@ -1,6 +1,7 @@
 """SimulationData.pass_at: always a result with a note, never a bare None."""
 
 import toolkit as tk
+from toolkit.sim import ARMS
 from toolkit.sim.data import SimulationData
 
 
@@ -47,3 +48,53 @@ def test_graded_rows_are_scored_and_a_judge_that_passes_everything_is_flagged_on
     text = str(result)
     assert text.startswith("every row scored 1 (6 of 6); check the judge before reading this number | pass@1 1.00")
     assert text.count("pass@1") == 1
+
+
+def test_the_summary_says_phrasings_and_repeats_not_n_and_k():
+    # "n" and "k" read as samples to anyone used to pass@k; the line spells out what they count
+    for phrasings, repeats in ((1, 4), (2, 3)):
+        first = tk.simulate(mode="sft", phrasings=phrasings, repeats=repeats, budget=12, progress=False, reproducible=True).summary().splitlines()[0]
+        assert f"phrasings {phrasings} per situation, repeats {repeats} per phrasing" in first
+        assert "n=" not in first and "k=" not in first
+
+
+_WEIGHTS = {"structured": 0.40, "llm_guided": 0.48, "open_ended": 0.08, "behavior_targeted": 0.02, "failure_mutation": 0.02}
+
+
+def _arms_line(data):
+    return next(line for line in data.summary().splitlines() if line.startswith("search arms"))
+
+
+def test_an_arm_that_ran_no_row_shows_as_not_run_without_a_weight():
+    ran = SimulationData([{"arm": arm} for arm in ARMS], search={"arm_weights": _WEIGHTS})
+    idle = SimulationData([{"arm": "structured"}] * 3, search={"arm_weights": _WEIGHTS})
+    assert "failure_mutation 2% (1 row)" in _arms_line(ran) and "not run" not in _arms_line(ran)
+    line = _arms_line(idle)
+    assert line.startswith("search arms, final split (rows run): structured 40% (3 rows); not run: ")
+    assert "failure_mutation (no failing row to mutate)" in line
+    assert "llm_guided, open_ended, behavior_targeted (no slot drawn, or no candidate found)" in line
+    assert "48%" not in line and "8%" not in line and "2%" not in line  # an arm that did not run holds no weight
+
+
+def test_offline_the_gap_guided_arm_says_no_model_guides_it():
+    data = tk.simulate(budget=40, progress=False, reproducible=True)
+    line = _arms_line(data)
+    assert "llm_guided" in line and "gap-guided from the least-seen axis values, template writer, no model" in line
+    rows = sum(r["arm"] == "llm_guided" for r in data.rows)
+    assert rows and f"({rows} rows; gap-guided" in line  # it ran: offline it needs no model
+    modelled = SimulationData([{"arm": "llm_guided"}], search={"arm_weights": _WEIGHTS}, report={"writer_model": "openai:gpt-4o-mini"})
+    assert "no model" not in _arms_line(modelled)
+
+
+def test_the_offline_stand_ins_say_what_they_are_and_name_no_unexplained_reference():
+    offline = tk.simulate(budget=4, progress=False).summary()
+    assert "\n  agent: tk.seeded_agent, an offline policy with planted mistakes (pass agent=" in offline
+    assert "ask_passenger, a human tool the simulated person answers" in offline
+    assert "reference" not in offline
+    own = tk.simulate(tk.seeded_agent(ONE_TOOL), tools=ONE_TOOL, simulator=False, budget=4, progress=False).summary()
+    assert "\n  agent:" not in own and "\n  tools:" not in own and "\n  writer:" not in own  # given, so no stand-in
+    assert "\n  simulated person: the template user" in own  # a chat agent still talks to the template user
+
+
+ONE_TOOL = [{"type": "function", "function": {"name": "get_booking", "description": "Look up a booking by its id",
+             "parameters": {"type": "object", "properties": {"booking_id": {"type": "string"}}, "required": ["booking_id"]}}}]  # fmt: skip

@@ -829,7 +829,11 @@ def _structured_share(run: Run, axis: str, value: str) -> float:
 
 
 #: names whose effect could not be measured here, with why (the coverage test accepts them)
-UNMEASURED: dict[str, str] = {}
+UNMEASURED: dict[str, str] = {
+    # one of its two values raises before anything runs, so there is no second run to measure;
+    # tests/sim/test_engine.py::test_an_existing_output_is_refused_unless_overwrite checks both
+    "overwrite": "an existing output= is refused (False) or replaced (True)",
+}
 
 
 # ------------------------------------------------------------------------------------------

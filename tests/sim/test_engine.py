@@ -146,6 +146,34 @@ def test_output_streams_rows_progress_and_meta(tmp_path):
     assert len(tk.load(saved)) == 30
 
 
+def test_an_existing_output_is_refused_unless_overwrite(tmp_path):
+    path = tmp_path / "run.jsonl"
+    tk.simulate(budget=3, output=path, **FAST)
+    before = path.read_bytes()
+    with pytest.raises(tk.ConfigError, match=r"^output='.*run\.jsonl' already exists.*overwrite=True"):
+        tk.simulate(budget=5, output=path, **FAST)
+    assert path.read_bytes() == before  # refused before anything ran
+    with pytest.raises(tk.ConfigError, match=r"^overwrite must be True or False; got 'yes'$"):
+        tk.simulate(budget=5, output=path, overwrite="yes", **FAST)
+    data = tk.simulate(budget=5, output=path, overwrite=True, **FAST)
+    assert len(tk.read_rows(path)) == len(data) == 5
+    assert tk.load(path).report()["rows"] == 5  # the sidecar is the new run's too
+
+
+def test_a_resumed_checkpoint_needs_no_overwrite_and_its_output_keeps_every_row(tmp_path):
+    # output= at the checkpoint's own path is appended to; a separate output= is rebuilt from
+    # the checkpoint's rows plus the new ones (it held only the new ones before)
+    same, checkpoint, separate = tmp_path / "same.jsonl", tmp_path / "ckpt.jsonl", tmp_path / "out.jsonl"
+    tk.simulate(budget=6, output=same, checkpoint=same, **FAST)
+    tk.simulate(budget=6, output=separate, checkpoint=checkpoint, **FAST)
+    resumed = tk.simulate(budget=10, output=same, checkpoint=same, **FAST)
+    assert sum(bool((r.get("lineage") or {}).get("resumed")) for r in resumed.rows) == 6
+    tk.simulate(budget=10, output=separate, checkpoint=checkpoint, **FAST)
+    for path in (same, checkpoint, separate):
+        keys = [(r["prompt"], r["rollout_index"]) for r in tk.read_rows(path)]
+        assert len(keys) == len(set(keys)) == 10, path.name
+
+
 def test_stop_event_keeps_rows():
     stop = threading.Event()
     count = []

@@ -447,3 +447,11 @@ def test_traces_pull_the_grid_toward_the_failing_region():
 
     aimed, plain = shares(tk.simulate(traces=failing, budget=80, **FAST)), shares(tk.simulate(budget=80, **FAST))
     assert aimed[0] > plain[0] and aimed[1] > plain[1]  # both the hot tool and its hot condition gain grid weight
+
+
+def test_tools_keyed_by_name_run_like_the_same_tools_in_a_list():
+    # {"get_booking": schema} was refused as "unknown key 'get_booking'"; the key is the name
+    schema = {"type": "object", "properties": {"booking_id": {"type": "string"}}, "required": ["booking_id"]}
+    listed = tk.simulate(tools=[{"name": "get_booking", "description": "Look up a booking", "parameters": schema}], budget=6, **FAST)
+    keyed = tk.simulate(tools={"get_booking": {"description": "Look up a booking", "parameters": schema}}, budget=6, **FAST)
+    assert _strip(keyed.rows) == _strip(listed.rows) and keyed.report()["tools"]["get_booking"]["calls"] > 0

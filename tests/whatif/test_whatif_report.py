@@ -84,10 +84,15 @@ def test_repr_str_html_and_status_line(fixture_dir):
     assert "\n" not in str(verdict)
     html = verdict._repr_html_()
     assert "What-if verdict" in html and "<table>" in html and "baseline" in html
-    line = verdict.status_line()
-    assert len(line) <= 80 and line.startswith(("✓", "✗", "⚠"))
-    long = verdict.status_line(width=30)
-    assert len(long) == 30 and long.endswith("…")
+    whole = verdict.status_line(width=1000)
+    assert "\n" not in whole and whole.startswith(("✓", "✗", "⚠")) and "…" not in whole
+    # a status longer than the width wraps instead of being cut (it was cut with "…"): every
+    # word is still there, the first line keeps the glyph and the verdict
+    for width in (80, 30):
+        lines = verdict.status_line(width=width).splitlines()
+        assert len(lines) > 1 and all(len(x) <= width for x in lines)
+        assert lines[0].startswith(whole[:1]) and all(x.startswith("  ") for x in lines[1:])
+        assert " ".join(lines).split() == whole.split()
 
 
 def test_per_trace_dataframe(fixture_dir):

@@ -108,6 +108,50 @@ def test_json_file_and_single_dict(tmp_path):
         tk.world.normalize_tools(tmp_path / "missing.json")
 
 
+def test_a_dict_keyed_by_tool_name_takes_every_tool_shape_and_names_each_tool_by_its_key():
+    listed = tk.world.normalize_tools([{"name": "get_booking", "description": "Look up", "parameters": PARAMETERS},
+                                       {"name": "ask_person", "kind": "human"}])  # fmt: skip
+    human = {"kind": "human"}
+    for get_booking in (
+        {"type": "function", "function": {"description": "Look up", "parameters": PARAMETERS}},  # OpenAI, unnamed
+        {"type": "function", "function": {"name": "get_booking", "description": "Look up", "parameters": PARAMETERS}},
+        {"description": "Look up", "parameters": PARAMETERS},  # bare function dict
+        {"description": "Look up", "input_schema": PARAMETERS},  # Anthropic
+    ):
+        assert tk.world.normalize_tools({"get_booking": get_booking, "ask_person": human}) == listed
+    # just the parameters schema: the key is the name, no description
+    assert tk.world.normalize_tools({"get_booking": PARAMETERS}) == [tk.world.ToolSpec("get_booking", "", PARAMETERS)]
+    assert tk.world.normalize_tools({}) == []
+
+
+def test_a_dict_keyed_by_name_is_refused_with_the_accepted_shapes_or_the_field():
+    with pytest.raises(tk.SchemaError, match=r"tools\['get_booking'\]: the key names the tool 'get_booking' but its field 'name' says 'lookup'"):
+        tk.world.normalize_tools({"get_booking": {"name": "lookup", "parameters": PARAMETERS}})
+    with pytest.raises(tk.SchemaError, match=r"key 'get_booking' holds a str\); accepted: a list of tool dicts .* keyed by name"):
+        tk.world.normalize_tools({"get_booking": "look a booking up"})
+    with pytest.raises(tk.SchemaError, match="tool 'get_booking': unknown key 'paramters'; did you mean 'parameters'"):
+        tk.world.normalize_tools({"get_booking": {"paramters": PARAMETERS}})
+    with pytest.raises(tk.SchemaError, match="tools of type int are not accepted; accepted: "):
+        tk.world.normalize_tools(3)
+
+
+def test_the_wrapper_of_a_tools_file_also_works_in_memory():
+    wrapped = {"description": "two tools", "tools": [{"name": "a"}, {"name": "b", "kind": "human"}]}
+    assert [(s.name, s.kind) for s in tk.world.normalize_tools(wrapped)] == [("a", "function"), ("b", "human")]
+    with pytest.raises(tk.SchemaError, match="tools dict: unknown key 'descripton'; did you mean 'description'"):
+        tk.world.normalize_tools({"descripton": "two tools", "tools": []})
+
+
+def test_the_shipped_tool_file_is_one_shape_and_its_human_tool_is_documented():
+    path = tk.dataset_path("tools/airline_support.json")
+    entries = json.loads(path.read_text(encoding="utf-8"))
+    assert {entry["type"] for entry in entries} == {"function"} and all("function" in entry for entry in entries)
+    human = [spec.name for spec in tk.world.normalize_tools(path) if spec.is_human]
+    assert human == ["ask_passenger"]
+    readme = (path.parents[1] / "README.md").read_text(encoding="utf-8")
+    assert all(f"`{name}` carries `\"kind\": \"human\"`" in readme for name in human)
+
+
 def test_properties_without_type_read_as_object():
     spec = tk.world.normalize_tools([{"name": "a", "parameters": {"properties": {"x": {"type": "string"}}}}])[0]
     assert spec.parameters["type"] == "object"

@@ -2,8 +2,8 @@
 
 Two callable shapes are accepted everywhere an agent is:
 
-* **message shape** (the reference's single-turn callable, docs/design/engine.md §4.4 "callables are
-  single-turn"): ``fn(message: str) -> {"steps": [...], "final_text": str, "seeded"?: [...]}``.
+* **message shape** (the single-turn callable of the reference, whileai-sdk's engine,
+  docs/design/engine.md §4.4 "callables are single-turn"): ``fn(message: str) -> {"steps": [...], "final_text": str, "seeded"?: [...]}``.
   The callable answers its own tool calls; a rollout gives it the prompt once and never adds
   simulated-user turns.
 * **chat shape**: ``fn(messages: list[dict], tools: list[dict]) -> assistant message``, an

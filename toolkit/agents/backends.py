@@ -34,7 +34,7 @@ wait ``min(cap, base * 2**attempt)`` scaled by a jitter factor in [0.5, 1) drawn
 ``stable_uniform(seed, spec, attempt)``, or the server's ``Retry-After`` when it is longer (up
 to the cap), at most ``max_retries`` times, then raise :class:`BackendError` with the status and
 the number of retries. A completion that exceeds ``timeout`` is not retried: a slow reply
-retried at a flat timeout is how the reference "re-rolled forever" (pain list #470); the
+retried at a flat timeout is how the reference (whileai-sdk's engine, docs/design/engine.md) "re-rolled forever" (pain list #470); the
 rollout records it as lost (``timeout``) and the engine decides.
 
 First contact. Until the server has sent this backend any HTTP response (a reply, or an
@@ -104,8 +104,8 @@ DEFAULT_TEMPERATURE = 1.0
 def default_timeout(max_tokens: int) -> float:
     """Seconds per completion for a reply budget: max(300, max_tokens / 4).
 
-    Fitted to the reference's two stated points (docs/design/engine.md §10 item 30: 300 s at 768 tokens, 1024 s at
-    4096): a quarter second per token of budget, never under 300 s. A long reply budget needs
+    Fitted to the two points whileai-sdk's engine states (docs/design/engine.md §10 item 30: 300 s
+    at 768 tokens, 1024 s at 4096): a quarter second per token of budget, never under 300 s. A long reply budget needs
     more time, and a flat 300 s re-rolled long replies forever (pain list #470).
 
     Parameters

@@ -1,6 +1,8 @@
 """The offline seeded agent: a scripted but genuinely stochastic policy with planted mistakes.
 
-Reference: docs/design/engine.md §5 (``seeded_agent(tools, rate=0.35, seed=0, behaviors=None)``): an honest
+Reference: whileai-sdk's seeded agent, docs/design/engine.md §5 (``seeded_agent(tools, rate=0.35, seed=0,
+behaviors=None)``; "the reference" below, except for the privileged *reference text*, the
+answer key a leak quotes): an honest
 path (pick the tool the message names, pass the first id-looking token, report the status
 plainly) plus, on a ``rate`` share, one planted mistake from hedging, sycophancy, apology,
 boilerplate, ignore_fault (claims success after a fault) and leak (quotes the privileged
@@ -1569,7 +1571,7 @@ def seeded_agent(tools: Any, rate: float = 0.35, seed: int = 0, behaviors: Seque
         life.
     rate : float
         Probability in [0, 1] that a rollout carries a planted wording mistake, decided at its
-        first report turn (at temperature 1); default 0.35, the reference's, sized so a 20-row
+        first report turn (at temperature 1); default 0.35, whileai-sdk's, sized so a 20-row
         demo catches every kind. Fault reactions and skipped confirmations have their own
         rates (see the module docstring).
     seed : int, optional

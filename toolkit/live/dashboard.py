@@ -40,6 +40,8 @@ from typing import Any
 
 import ipywidgets as widgets
 
+from toolkit._util.datasets import dataset_path
+from toolkit.agents import SeededAgent, seeded_agent
 from toolkit.errors import ConfigError, DashboardBusy, KnobError, ToolkitError, unknown_name_message
 from toolkit.live._render import LiveRenderer
 from toolkit.sim import MODES as _ENGINE_MODES
@@ -60,6 +62,11 @@ _COMMON_KNOBS = ("seed", "concurrency", "patience")
 _STATUS_MIN_INTERVAL = 0.25
 _LATEST_ROWS = 6
 _ENGINE_DECIDES = "engine decides"
+# With no reference= and a seeded agent, KL is measured against the same seeded policy with
+# this planted-mistake rate: the "careful reference" notebook 00 always used. Against the
+# agent's default 0.35 it gives a KL of a few thousandths of a nat per token, which a
+# 300-row run resolves (notebook 00: 0.0034 [0.0023..0.0045]).
+DEFAULT_REFERENCE_RATE = 0.1
 
 
 def _mode_k(mode: str) -> int | None:
@@ -106,14 +113,20 @@ class Dashboard:
         Keyword-only, like everything after ``agent``. Passed to ``simulate`` (None: the
         engine's defaults, the shipped airline tool set and policy when no agent is given).
     grader : callable or None, default None
-        Passed to ``simulate``. Without a grader there is no reward, so no pass@k.
+        Passed to ``simulate``. None: the rows are graded by the deterministic conduct
+        grader of ``system_prompt`` (``simulate(grade="conduct")``, offline), so pass@1 and
+        pass@k are drawn; pass ``grade=False`` for an ungraded run (the pass@k panel then
+        says so).
     reference : Any, default None
         The policy KL is measured against: a second ``tk.seeded_agent`` (offline), a
         callable ``row -> summed logprob``, a model spec (any form
         ``tk.agents.parse_model_spec`` takes, a bare server URL included; scored with
-        ``tk.reference_logprobs``) or the name of a row field. ``None``: KL is drawn only when
-        rows carry ``ref_logprob``. KL needs ``logprobs`` on. An unusable reference is refused
-        here (TypeError or ConfigError), not at Run.
+        ``tk.reference_logprobs``) or the name of a row field. None with a seeded agent (or
+        no agent, the engine's offline seeded one): the same seeded policy with
+        ``rate=DEFAULT_REFERENCE_RATE`` (0.1, fewer planted mistakes), and ``logprobs`` starts
+        on. None with any other agent: KL is drawn only when rows carry ``ref_logprob``, and
+        the dashboard says what to pass. KL needs ``logprobs`` on. An unusable reference is
+        refused here (TypeError or ConfigError), not at Run.
     refresh_seconds : float, default 0.5
         Shortest time between two frames, in seconds (> 0, ConfigError otherwise).
     max_duty : float, default 0.03
@@ -129,10 +142,13 @@ class Dashboard:
         nearest name (TypeError), and ``on_row``, ``on_progress``, ``stop`` and ``progress``,
         which the dashboard sets itself, with a ConfigError.
 
-    After a run: ``dashboard.data`` is the ``SimulationData``, ``dashboard.figure()`` the
-    final figure, ``dashboard.progress`` the live points, ``dashboard.rows`` the rows in the
-    order they landed. ``dashboard.run()`` / ``dashboard.stop()`` / ``dashboard.wait()`` are
-    what the buttons call; in a notebook cell use ``await dashboard.wait_async()``.
+    ``dashboard.grading`` and ``dashboard.kl_reference`` say what grades the rows and what KL
+    is measured against (the widget shows both under its heading). After a run:
+    ``dashboard.data`` is the ``SimulationData``, ``dashboard.figure()`` the final figure,
+    ``dashboard.progress`` the live points, ``dashboard.rows`` the rows in the order they
+    landed, ``dashboard.status_text`` the status line as plain text. ``dashboard.run()`` /
+    ``dashboard.stop()`` / ``dashboard.wait()`` are what the buttons call; in a notebook cell
+    use ``await dashboard.wait_async()``.
 
     Frame rate against overhead (measured with ``benchmarks/bench_live.py``, offline
     seeded agent, 2 shared cores): a frame (statistics + a 600 x 288 px PNG) costs ~0.1 s
@@ -186,6 +202,7 @@ class Dashboard:
                 # replaced (a FloatSlider would turn fault_rate=2.0 into 1.0 silently)
                 self._check_common(name, self._given[name])
         self._touched: set[str] = set()
+        self._run_reference = self._resolve_reference(self._start_value("seed", 0))
         self._advanced_values: dict[str, Any] = {}
         self._last_valid: dict[str, Any] = {}
         self._reverting = False
@@ -206,6 +223,7 @@ class Dashboard:
         self._last_status = 0.0
         self._run_kwargs: dict = {}
         self._figure_cache = None
+        self._status_text = ""
 
         self.controls: dict[str, widgets.Widget] = {}
         self.advanced_controls: dict[str, widgets.Widget] = {}
@@ -261,7 +279,8 @@ class Dashboard:
                                              style=style, layout=layout, indent=True,
                                              tooltip="round-synchronous scheduling: same seed, same rows at any concurrency")
         logprobs_options = [("off", False), ("on", True), ("tokens", "tokens")]
-        start_logprobs = self._start_value("logprobs", False) or False
+        # KL needs logprobs: on from the start when the dashboard supplies the reference
+        start_logprobs = self._start_value("logprobs", self._default_reference_applies()) or False
         c["logprobs"] = widgets.Dropdown(options=logprobs_options, value=start_logprobs, description="logprobs",
                                          style=style, layout=layout,
                                          tooltip="record each agent turn's summed logprob and token count (needed for KL)")
@@ -276,7 +295,9 @@ class Dashboard:
                                           tooltip="stop through the engine's stop path; rows so far are kept")
         self.run_button.on_click(lambda _button: self._click_run())
         self.stop_button.on_click(lambda _button: self.stop())
-        self.status = widgets.HTML(value=self._status_html("idle", rows=0, elapsed=None))
+        self.status = widgets.HTML()
+        self._set_status("idle", rows=0, elapsed=None)
+        self.about = widgets.HTML(value=self._about_html())
         from toolkit.live._render import render_png
 
         self.image = widgets.Image(value=render_png([]), format="png", layout=widgets.Layout(width="100%", max_width="760px"))
@@ -286,6 +307,7 @@ class Dashboard:
         header = widgets.HTML(value=f"<b>{html.escape(self.title or 'toolkit simulation dashboard')}</b>")
         self.widget = widgets.VBox([
             header,
+            self.about,
             common,
             self.advanced,
             widgets.HBox([self.run_button, self.stop_button]),
@@ -323,8 +345,7 @@ class Dashboard:
     def _knob_control(self, spec) -> widgets.Widget:
         bounds = ""
         if spec.lo is not None and spec.hi is not None:
-            high = "no ceiling" if spec.hi >= 2**53 else _fmt(spec.hi)
-            bounds = f"; allowed {_fmt(spec.lo)}..{high}"
+            bounds = f"; allowed {spec.bounds}"  # "0 .. no ceiling", never 4611686018427387904
         if spec.choices:
             bounds = f"; one of {', '.join(map(str, spec.choices))}"
         unused = "\n(recorded only: the offline engine has no mechanism for it)" if not spec.used else ""
@@ -423,6 +444,8 @@ class Dashboard:
                            ("grader", self.grader)):
             if value is not None:
                 kwargs[key] = value
+        if self.grader is None and "grade" not in self._given:
+            kwargs["grade"] = "conduct"  # pass@k needs rewards; grade=False turns this off
         c = self.controls
         explicit = set(self._given) | self._touched
         kwargs["mode"] = c["mode"].value
@@ -480,7 +503,9 @@ class Dashboard:
         self.message.value = ""
         k = kwargs.get("repeats") or _mode_k(kwargs.get("mode", "explore"))
         seed = kwargs.get("seed") or 0
-        self._tracker = ProgressTracker(k=k, reference=self.reference, seed=seed)
+        self._run_reference = self._resolve_reference(seed)
+        self.about.value = self._about_html()
+        self._tracker = ProgressTracker(k=k, reference=self._run_reference, seed=seed)
         self._stop_event = threading.Event()
         self._finished.clear()
         self._started_at = time.monotonic()
@@ -488,7 +513,7 @@ class Dashboard:
                                       refresh_seconds=self.refresh_seconds, max_duty=self.max_duty, title=self.title)
         self.run_button.disabled = True
         self.stop_button.disabled = False
-        self.status.value = self._status_html("starting", rows=0, elapsed=0.0)
+        self._set_status("starting", rows=0, elapsed=0.0)
         self._renderer.start()
         self._run_thread = threading.Thread(target=self._run_in_thread, args=(kwargs,), name="toolkit-dashboard-run", daemon=True)
         self._run_thread.start()
@@ -499,7 +524,7 @@ class Dashboard:
         if self._stop_event is not None and self.running:
             self._stop_event.set()
             self.stop_button.disabled = True
-            self.status.value = self._status_html("stopping", rows=len(self.rows), elapsed=self._elapsed())
+            self._set_status("stopping", rows=len(self.rows), elapsed=self._elapsed())
 
     def wait(self, timeout: float | None = None) -> bool:
         """Block until the run and its final frame are done. In a notebook cell prefer
@@ -526,7 +551,7 @@ class Dashboard:
         now = time.monotonic()
         if now - self._last_status >= _STATUS_MIN_INTERVAL:
             self._last_status = now
-            self.status.value = self._status_html("running", rows=len(self.rows), elapsed=self._elapsed())
+            self._set_status("running", rows=len(self.rows), elapsed=self._elapsed())
             # the table follows the rows, not the (slower, CPU-capped) figure frames:
             # building its HTML for 6 rows costs ~0.1 ms
             self.table.value = self._table_html()
@@ -545,7 +570,7 @@ class Dashboard:
             self._renderer.join()
             if self._renderer.error:
                 self.error = self.error or f"renderer failed: {self._renderer.error.strip().splitlines()[-1]}"
-            self.status.value = self._final_status()
+            self._final_status()
             self.table.value = self._table_html()
             self.run_button.disabled = False
             self.stop_button.disabled = True
@@ -556,10 +581,12 @@ class Dashboard:
         self.image.value = png
         self.table.value = self._table_html()
         if not final:
-            self.status.value = self._status_html("running", rows=len(self.rows), elapsed=self._elapsed(), point=point)
+            self._set_status("running", rows=len(self.rows), elapsed=self._elapsed(), point=point)
 
-    def _status_html(self, state: str, *, rows: int, elapsed: float | None, point=None, extra: str = "") -> str:
-        parts = [f"<b>{html.escape(state)}</b>", f"rows {rows}"]
+    def _set_status(self, state: str, *, rows: int, elapsed: float | None, point=None, extra: str = "") -> None:
+        """Show the status line (HTML) and keep its plain text (``status_text``); ``extra`` is
+        plain text (escaped here)."""
+        parts = [f"rows {rows}"]
         budget = self._run_kwargs.get("budget") if self._run_kwargs else None
         if budget and state in ("running", "starting", "stopping"):
             parts[-1] = f"rows {rows}/{budget}"
@@ -571,12 +598,23 @@ class Dashboard:
             parts.append(f"pass@1 {point.pass_at_1:.2f}")
         if extra:
             parts.append(extra)
-        return "<span class='toolkit-status'>status: " + " · ".join(parts) + "</span>"
+        rest = " · ".join(parts)
+        text = f"status: {state} · {rest}"
+        html_value = f"<span class='toolkit-status'>status: <b>{html.escape(state)}</b> · {html.escape(rest)}</span>"
+        self._status_text = text
+        self.status.value = html_value
 
-    def _final_status(self) -> str:
+    @property
+    def status_text(self) -> str:
+        """The status line as plain text, for ``print`` (``dashboard.status.value`` is the
+        HTML the widget renders)."""
+        return self._status_text
+
+    def _final_status(self) -> None:
         rows = len(self.rows)
         if self.error:
-            return self._status_html("failed", rows=rows, elapsed=self._elapsed(), extra=html.escape(self.error))
+            self._set_status("failed", rows=rows, elapsed=self._elapsed(), extra=self.error)
+            return
         report = {}
         try:
             report = self.data.report() if self.data is not None else {}
@@ -591,15 +629,72 @@ class Dashboard:
             if value is not None:
                 settings.append(f"{key}={_fmt(value)}")
         point = self._renderer.points[-1] if self._renderer and self._renderer.points else None
-        extra = f"stopped_because={html.escape(str(stopped))}"
+        extra = f"stopped_because={stopped}"
         if point is not None and point.pass_at_1 is not None:
             extra += f" · pass@1 {point.pass_at_1:.2f}"
             if point.pass_at_k is not None:
                 extra += f" · pass@{point.k} {point.pass_at_k:.2f}"
         if point is not None and point.mean_kl is not None:
-            extra += f" · KL {point.mean_kl:.4f}/token over {point.n_kl_rows} rows"
-        extra += " · " + html.escape(" ".join(settings))
-        return self._status_html("finished", rows=rows, elapsed=self._elapsed(), extra=extra)
+            extra += f" · KL {point.mean_kl:.4f}/token over {point.kl_rows_text()}"
+            if point.kl_is_sample:
+                # said where the number is read: the live view caps reference scoring time
+                extra += (f" (the reference scores for at most {self._renderer.final_score_seconds:g} s per final frame; "
+                          "dashboard.figure() scores every row)")
+            if point.n_kl_impossible:
+                extra += (f"; {point.n_kl_impossible} more rows have probability 0 under the reference "
+                          "(KL infinite there), left out")
+        extra += " · " + " ".join(settings)
+        self._set_status("finished", rows=rows, elapsed=self._elapsed(), extra=extra)
+
+    # ------------------------------------------------------------------ grading and reference
+    def _default_reference_applies(self) -> bool:
+        return self.reference is None and self._run_reference is not None
+
+    def _resolve_reference(self, seed: int) -> Any:
+        """The reference KL is measured against: the one given, else a careful copy of a
+        seeded agent (rate DEFAULT_REFERENCE_RATE), else None."""
+        if self.reference is not None:
+            return self.reference
+        agent = self.agent
+        if isinstance(agent, SeededAgent):
+            return seeded_agent(agent.tools, rate=DEFAULT_REFERENCE_RATE, seed=agent.seed, behaviors=agent.behaviors,
+                                temperature=agent.temperature)
+        if agent is None and self._given.get("spec") is None:
+            # simulate() builds seeded_agent(tools, seed=<the run's seed>) on these tools
+            tools = self.tools if self.tools is not None else dataset_path("tools/airline_support.json")
+            return seeded_agent(tools, rate=DEFAULT_REFERENCE_RATE, seed=int(seed or 0))
+        return None
+
+    @property
+    def grading(self) -> str:
+        """What grades the rows (the pass@k panel), in words."""
+        if self.grader is not None:
+            return f"grader {getattr(self.grader, '__name__', type(self.grader).__name__)!r}"
+        grade = self._given.get("grade", "conduct")
+        if grade:
+            return "the conduct grader of the system prompt (the default; pass grader= for your own judge)"
+        return "none (grade=False): no pass@k; pass grader= or drop grade=False"
+
+    @property
+    def kl_reference(self) -> str:
+        """What KL is measured against (the KL panel), in words."""
+        reference = self._run_reference
+        if reference is None:
+            return ("none: pass reference= (a model spec such as the base model, tk.seeded_agent(...), "
+                    "a callable row -> logprob or a row field) and set logprobs on")
+        if isinstance(reference, SeededAgent):
+            name = f"tk.seeded_agent(rate={reference.rate:g}, seed={reference.seed})"
+        elif isinstance(reference, str):
+            name = repr(reference)
+        else:
+            name = getattr(reference, "__name__", None) or type(reference).__name__
+        if self.reference is None:
+            return f"{name}, the agent's seeded policy with fewer planted mistakes (the default; pass reference= for yours)"
+        return name
+
+    def _about_html(self) -> str:
+        return (f"<small>pass@k graded by: {html.escape(self.grading)}<br>"
+                f"KL measured against: {html.escape(self.kl_reference)}</small>")
 
     def _table_html(self) -> str:
         latest = list(self._latest)
@@ -625,7 +720,8 @@ class Dashboard:
         """The points the live figure drew (irregular spacing, live-size bootstrap)."""
         points = tuple(self._renderer.points) if self._renderer else ()
         k = self._tracker.k if self._renderer else None
-        return RunProgress(points=points, k=k, reference=None if self.reference is None else str(self.reference)[:80],
+        reference = self._run_reference
+        return RunProgress(points=points, k=k, reference=None if reference is None else str(reference)[:80],
                            note=None if points else "no run yet")
 
     def figure(self, *, checkpoints: int = 40, title: str | None = None):
@@ -638,14 +734,19 @@ class Dashboard:
             raise ConfigError("no rows yet: press Run (or dashboard.run()) and wait for the run first")
         if self._figure_cache is None or self._figure_cache[0] != (len(self.rows), checkpoints):
             k = self._tracker.k
-            progress = run_progress(self.rows, k=k, reference=self.reference, checkpoints=checkpoints,
+            progress = run_progress(self.rows, k=k, reference=self._run_reference, checkpoints=checkpoints,
                                     n_resamples=FINAL_RESAMPLES, seed=self._run_kwargs.get("seed") or 0)
             self._figure_cache = ((len(self.rows), checkpoints), progress)
         return run_progress_figure(self._figure_cache[1], title=title or self.title)
 
     # ------------------------------------------------------------------ display
     def _repr_mimebundle_(self, **kwargs):
-        return self.widget._repr_mimebundle_(**kwargs)
+        bundle = self.widget._repr_mimebundle_(**kwargs)
+        # where widgets do not render (a saved notebook on a site, nbconvert), text/plain is
+        # shown: the widget tree's repr would print every child's HTML source
+        bundle["text/plain"] = (f"{self!r}: the dashboard's widgets show in JupyterLab, Jupyter Notebook or Voila "
+                                f"with ipywidgets; {self.status_text}")
+        return bundle
 
     def __repr__(self) -> str:
         state = "running" if self.running else "idle"

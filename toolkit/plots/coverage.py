@@ -9,19 +9,22 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
+from matplotlib.patches import Rectangle
 
 from toolkit.errors import ConfigError
-from toolkit.plots._style import CYCLE, PALETTE, interval_band, new_figure
+from toolkit.plots._style import CYCLE, PALETTE, interval_band, legend_below, new_figure, styled
 from toolkit.situations import CoverageReport, coverage
 
 __all__ = ["coverage_heatmap", "coverage_curves", "design_sizes"]
 
 
+@styled
 def coverage_heatmap(report_or_rows: Any, factors: Mapping[str, Sequence] | None = None, *,
                      constraints: Any = None, title: str | None = None):
     """Share of each factor pair's value combinations that the rows cover (k x k grid).
 
-    Cells read "covered/planned"; a pair with nothing planned is grey.
+    One cell per factor pair, below the diagonal (the pair (a, b) is the pair (b, a)); cells
+    read "covered/planned", and a pair with nothing planned is grey.
 
     Parameters
     ----------
@@ -62,27 +65,43 @@ def coverage_heatmap(report_or_rows: Any, factors: Mapping[str, Sequence] | None
             if name not in names:
                 names.append(name)
     k = len(names)
-    share = np.full((k, k), np.nan)
-    labels = [["" for _ in range(k)] for _ in range(k)]
+    # A pair is one cell: the map of (a, b) equals that of (b, a), so only the lower triangle
+    # is drawn (row factor after column factor), k - 1 rows by k - 1 columns, no diagonal.
+    size = k - 1
+    share = np.full((size, size), np.nan)
+    labels: dict[tuple[int, int], str] = {}
+    nothing_planned = []
     for entry in report.per_factors:
-        i, j = (names.index(n) for n in entry["factors"])
+        first, second = sorted(names.index(n) for n in entry["factors"])
+        cell = (second - 1, first)
+        labels[cell] = f"{entry['covered']}/{entry['planned']}"
         if entry["planned"]:
-            share[i, j] = share[j, i] = entry["covered"] / entry["planned"]
-        labels[i][j] = labels[j][i] = f"{entry['covered']}/{entry['planned']}"
-    size = max(3.2, 0.75 * k + 1.6)
-    figure, ax = new_figure(size + 0.8, size)
-    cmap = _sequential_cmap().with_extremes(bad="#E6E6E6")
-    image = ax.imshow(np.ma.masked_invalid(share), vmin=0.0, vmax=1.0, cmap=cmap)
+            share[cell] = entry["covered"] / entry["planned"]
+        else:
+            nothing_planned.append(cell)
+    side = max(3.2, 0.75 * size + 1.6)
+    figure, ax = new_figure(side + 0.8, side)
+    # cells above the diagonal are not pairs: transparent, so the triangle stands alone
+    cmap = _sequential_cmap().with_extremes(bad=(1.0, 1.0, 1.0, 0.0))
+    edges = np.arange(size + 1) - 0.5
+    # white cell borders: neighbouring cells of equal share would otherwise merge into a block
+    image = ax.pcolormesh(edges, edges, np.ma.masked_invalid(share), vmin=0.0, vmax=1.0, cmap=cmap,
+                          edgecolors="white", linewidth=1.0)
+    for row, column in nothing_planned:
+        ax.add_patch(Rectangle((column - 0.5, row - 0.5), 1, 1, facecolor="#E6E6E6", edgecolor="white", linewidth=1.0))
+    ax.set_aspect("equal")
+    ax.invert_yaxis()  # the first factor pair at the top left, as a table reads
     ax.grid(False)
-    ax.set_xticks(range(k), names, rotation=35, ha="right")
-    ax.set_yticks(range(k), names)
-    for i in range(k):
-        for j in range(k):
-            if labels[i][j]:
-                dark = not np.isnan(share[i, j]) and share[i, j] > 0.6
-                ax.text(j, i, labels[i][j], ha="center", va="center", fontsize=7,
-                        color="white" if dark else "black")
-    figure.colorbar(image, ax=ax, label="pairs covered (share)", shrink=0.8)
+    for spine in ax.spines.values():
+        spine.set_visible(False)
+    # a strength-2 report has at least 2 factors (tk.coverage refuses fewer)
+    ax.set_xticks(range(size), names[:size], rotation=35, ha="right", rotation_mode="anchor")
+    ax.set_yticks(range(size), names[1:])
+    ax.tick_params(length=0)
+    for (row, column), text in labels.items():
+        dark = not np.isnan(share[row, column]) and share[row, column] > 0.6
+        ax.text(column, row, text, ha="center", va="center", fontsize=7, color="white" if dark else "black")
+    figure.colorbar(image, ax=ax, label="pairs covered (share; grey: none planned)", shrink=0.8)
     ax.set_title(title or f"pairwise coverage {report.covered}/{report.planned} over {report.n_rows} rows")
     return figure
 
@@ -94,6 +113,7 @@ def _sequential_cmap():
     return LinearSegmentedColormap.from_list("toolkit_blue", ["#FFFFFF", PALETTE["sky"], PALETTE["blue"]])
 
 
+@styled
 def coverage_curves(*curves, title: str | None = None, log_x: bool = False):
     """Coverage (= chance to trigger a random t-factor bug) against the number of rows.
 
@@ -142,10 +162,12 @@ def coverage_curves(*curves, title: str | None = None, log_x: bool = False):
     ax.set_xlabel("rows run")
     ax.set_ylabel(f"share of {strength}-way tuples covered")
     ax.set_title(title or f"chance to trigger a random {strength}-factor bug ({curves[0].planned} tuples)")
-    ax.legend(loc="lower right")
+    # below the axes: curves and bands can pass through any corner of the plot
+    legend_below(figure)
     return figure
 
 
+@styled
 def design_sizes(table: Sequence[Mapping[str, Any]], *, label_key: str = "config",
                  title: str | None = None):
     """Grouped bars (log scale) of design sizes per configuration.
@@ -190,7 +212,8 @@ def design_sizes(table: Sequence[Mapping[str, Any]], *, label_key: str = "config
     ax.set_xticks(x, [str(row[label_key]) for row in table])
     ax.set_ylabel("rows (log scale)")
     ax.set_title(title or "rows needed to cover every pair")
-    ax.legend(fontsize=7)
+    # below the axes: inside, it covered the bars of the first configuration
+    legend_below(figure)
     ax.grid(axis="x", visible=False)
     return figure
 

@@ -14,12 +14,13 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from toolkit.plots._style import PALETTE, new_figure
+from toolkit.plots._style import PALETTE, legend_below, new_figure, styled
 from toolkit.stats.passk import pass_at
 
 __all__ = ["pass_rate_vs_fault_rate"]
 
 
+@styled
 def pass_rate_vs_fault_rate(
     runs: Mapping[str, Mapping[float, Sequence[Mapping[str, Any]]]],
     *,
@@ -99,7 +100,8 @@ def pass_rate_vs_fault_rate(
     if title:
         ax.set_title(title)
     if ax.get_legend_handles_labels()[0]:
-        ax.legend(loc="best")
+        # below the axes: loc="best" still lands on points once a few agents share the plot
+        legend_below(figure)
     else:
         ax.text(0.5, 0.5, "no graded rows to draw", ha="center", va="center", transform=ax.transAxes)
     return figure

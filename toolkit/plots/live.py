@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from toolkit.plots._style import PALETTE, _style, interval_band, new_figure
+from toolkit.plots._style import PALETTE, _style, interval_band, new_figure, styled
 from toolkit.sim import run_progress
 
 __all__ = ["run_progress_figure"]
@@ -30,6 +30,7 @@ def _progress_points(progress: Any) -> tuple:
     return tuple(run_progress(progress).points)
 
 
+@styled
 def run_progress_figure(progress: Any, *, title: str | None = None, width: float = 7.5, height: float = 3.6,
                         dpi: float | None = None, layout: str | None = "constrained",
                         legend: bool = True) -> Figure:

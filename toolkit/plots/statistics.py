@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from matplotlib.figure import Figure
 
-from toolkit.plots._style import PALETTE, interval_band, new_figure
+from toolkit.plots._style import PALETTE, interval_band, legend_below, new_figure, styled
 from toolkit.stats.passk import pass_at
 
 __all__ = ["pass_at_k_curve", "delta_forest", "bias_study_figure", "coverage_study_figure", "power_study_figure"]
@@ -26,6 +26,7 @@ def _as_pass_at(value: Any, seed: int):
     return pass_at(value, seed=seed)
 
 
+@styled
 def pass_at_k_curve(
     runs: Any,
     ks: Sequence[int] | None = None,
@@ -103,7 +104,7 @@ def pass_at_k_curve(
     ax.set_ylabel("probability")
     ax.set_ylim(-0.02, 1.02)
     # Below the axes: inside, the legend hides the curves it names.
-    figure.legend(loc="outside lower center", ncols=2, frameon=False)
+    legend_below(figure, ncols=2)
     ax.set_title(title or "pass@k and pass^k, 95% intervals over tasks")
     return figure
 
@@ -150,6 +151,7 @@ def _detected(row: Any, excludes_zero: bool) -> bool:
     return excludes_zero
 
 
+@styled
 def delta_forest(report: Any, *, title: str | None = None, width: float = 5.5) -> Figure:
     """One line per metric (and slice): the paired before→after delta with its interval.
 
@@ -231,6 +233,7 @@ def delta_forest(report: Any, *, title: str | None = None, width: float = 5.5) -
     return figure
 
 
+@styled
 def bias_study_figure(study: Any, *, width: float = 5.0, height: float = 3.2) -> Figure:
     """Estimated minus true pass@k against k for the plug-in and the unbiased estimator.
 
@@ -261,10 +264,12 @@ def bias_study_figure(study: Any, *, width: float = 5.0, height: float = 3.2) ->
     ax.set_xlabel("k")
     ax.set_ylabel("estimate − true pass@k")
     ax.set_title(f"Bias over {study.n_trials} trials ({study.n_tasks} tasks, n={study.n_samples} each)")
-    ax.legend(frameon=False)
+    # below the axes: the plug-in line runs through every corner as k grows
+    legend_below(figure)
     return figure
 
 
+@styled
 def coverage_study_figure(study: Any, *, width: float = 4.2, height: float = 3.0) -> Figure:
     """Observed coverage of task- and row-resampled intervals, with Wilson intervals.
 
@@ -296,10 +301,12 @@ def coverage_study_figure(study: Any, *, width: float = 4.2, height: float = 3.0
     ax.set_ylim(max(0.0, min(values) - 0.15), 1.0)
     ax.set_ylabel("share of intervals containing the truth")
     ax.set_title(f"{study.n_trials} trials, {study.n_tasks} tasks x {study.repeats} repeats")
-    ax.legend(frameon=False, loc="lower right")
+    # below the axes: inside, it covered the row-resampling bar and its interval
+    legend_below(figure)
     return figure
 
 
+@styled
 def power_study_figure(study: Any, *, holdout: int | None = None, width: float = 5.0, height: float = 3.2) -> Figure:
     """Simulated power of the paired sign-flip test against the number of tasks.
 
@@ -333,5 +340,6 @@ def power_study_figure(study: Any, *, holdout: int | None = None, width: float =
     ax.set_ylabel(f"power at alpha {study.alpha}")
     ax.set_ylim(0, 1.02)
     ax.set_title(f"Power over {study.n_trials} simulated comparisons per size")
-    ax.legend(frameon=False, loc="lower right")
+    # below the axes: inside, it covered the power band and the holdout line
+    legend_below(figure)
     return figure

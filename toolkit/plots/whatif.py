@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from toolkit._util.hashing import stable_uniform
-from toolkit.plots._style import PALETTE, new_figure
+from toolkit.plots._style import PALETTE, new_figure, styled
 
 __all__ = ["whatif_figure"]
 
 _CLASS_COLOURS = {"improved": PALETTE["green"], "unchanged": PALETTE["grey"], "regressed": PALETTE["vermillion"]}
 
 
+@styled
 def whatif_figure(verdict, width: float = 5.5, height: float | None = None):
     """One row per cohort: each scored trace's delta (dot, coloured by class), the median
     (black diamond) with its bootstrap CI (bar), and the ±practical-delta band around 0.

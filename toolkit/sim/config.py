@@ -53,14 +53,14 @@ SIMULATE_PARAMETERS = (
     "agent", "spec", "tools", "system_prompt", "policy", "situations", "traces", "tasks", "runs", "grader", "execute",
     "requests_per_situation", "phrasings", "n", "rollouts_per_request", "repeats", "rollouts_per_prompt", "repeat_policy",
     "unique_situations", "unique", "mode", "fault_rate", "risk", "hard_share", "reproducible", "budget", "time_budget",
-    "until", "logprobs", "sampling", "simulator", "user_model", "timeout", "grade", "llm_grade", "output", "advanced",
+    "until", "logprobs", "sampling", "simulator", "user_model", "timeout", "grade", "llm_grade", "output", "overwrite", "advanced",
     "seed", "concurrency", "patience", "avg_turns", "max_turns", "executor", "checkpoint", "on_row", "on_progress",
     "progress", "stop",
 )  # fmt: skip
 #: simulate()'s default for every keyword (tests/sim/test_config.py checks them against the signature).
 SIMULATE_DEFAULTS: dict[str, Any] = {name: None for name in SIMULATE_PARAMETERS} | {
     "runs": 1, "mode": "explore", "reproducible": False, "budget": 1000, "until": "compute", "timeout": 300,
-    "grade": False, "llm_grade": False, "progress": True,
+    "grade": False, "llm_grade": False, "overwrite": False, "progress": True,
 }  # fmt: skip
 
 
@@ -112,6 +112,7 @@ class SimulateConfig:
     traces: tuple[dict, ...]
     tasks: Any
     output: Path | None
+    overwrite: bool
     checkpoint: Path | None
     executor: cf.Executor | None
     on_row: Callable | None
@@ -222,7 +223,7 @@ class SimulateConfig:
             if policy_given is not None:
                 raise ConfigError(
                     f"repeat_policy={policy_given!r} runs one rollout per prompt but {k_name}={k} asks for {k}; "
-                    "drop one, or pass repeat_policy='fixed' for k rollouts each"
+                    f"drop one, or pass repeat_policy='fixed' for {k} rollouts each"
                 )
             # A named k under a mode whose preset runs one rollout per prompt (explore): the
             # caller asked for k rollouts per prompt, so every prompt gets them.
@@ -234,6 +235,7 @@ class SimulateConfig:
         situations = p["situations"]
         if situations is not None and (isinstance(situations, bool) or not isinstance(situations, int) or situations < 1):
             raise ConfigError(f"situations must be an integer >= 1 (bools are refused); got {situations!r}")
+        output, checkpoint = _checked_output(p["output"], p["overwrite"], p["checkpoint"])
         runs = check_count("runs", p["runs"])
         if runs > 1 and p["checkpoint"] is not None:
             raise ConfigError("runs > 1 cannot resume from checkpoint=; run each eval run with its own checkpoint")
@@ -343,11 +345,33 @@ class SimulateConfig:
             grader=grader, grader_name=grader_name, grade=grade, llm_grade=llm_grade,
             grader_meta=_judge_identity(grader, grader_name, None, None, None, None, None)[1] if grader is not None else None,
             mutate_graded=(grader is not None) if mgf is None else mgf, traces=tuple(_load_rows(p["traces"], "traces")),
-            tasks=p["tasks"], output=Path(p["output"]) if p["output"] is not None else None,
-            checkpoint=Path(p["checkpoint"]) if p["checkpoint"] is not None else None, executor=p["executor"],
+            tasks=p["tasks"], output=output, overwrite=bool(p["overwrite"]), checkpoint=checkpoint, executor=p["executor"],
             on_row=p["on_row"], on_progress=p["on_progress"], progress=bool(p["progress"]), stop_event=p["stop"],
             named=named, advanced_named=frozenset(advanced), warnings=tuple(warnings), offline_defaults=offline_defaults,
         )  # fmt: skip
+
+
+def _checked_output(output: Any, overwrite: Any, checkpoint: Any) -> tuple[Path | None, Path | None]:
+    """``(output, checkpoint)`` as paths; an ``output=`` file that already exists is refused
+    unless ``overwrite=True`` or the call resumes a checkpoint.
+
+    Why refuse: ``output=`` is rewritten from the first row, so a rerun of the same cell
+    silently replaced the rows of the run before it. Resuming loses nothing: an ``output=``
+    that is the ``checkpoint=`` path is appended to, and a separate one is rebuilt from the
+    existing checkpoint's rows plus the new ones.
+    """
+    if not isinstance(overwrite, bool):
+        raise ConfigError(f"overwrite must be True or False; got {overwrite!r}")
+    output_path = Path(output) if output is not None else None
+    checkpoint_path = Path(checkpoint) if checkpoint is not None else None
+    if output_path is None or overwrite or not output_path.exists():
+        return output_path, checkpoint_path
+    if checkpoint_path is not None and checkpoint_path.exists():
+        return output_path, checkpoint_path
+    raise ConfigError(
+        f"output={str(output)!r} already exists and would be rewritten; pass overwrite=True to replace it, "
+        f"another output= path, or checkpoint={str(output)!r} (the same path) to resume that run"
+    )
 
 
 def _read_spec(spec: Any, tools: Any, system: Any) -> tuple[Any, Any]:

@@ -7,17 +7,21 @@ import dataclasses
 import json
 import pickle
 import zlib
+from collections import Counter
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from toolkit._util.datasets import dataset_path
 from toolkit._util.results import json_safe
 from toolkit.errors import ConfigError
 from toolkit.grading import conduct_grader
 from toolkit.rows import read_rows, save_rows, scrub, to_pandas
 from toolkit.rows._io import atomic_write_bytes
 from toolkit.sim.knobs import RunKnobs
+from toolkit.sim.search import ARMS
 from toolkit.stats.passk import PassAt, pass_at
+from toolkit.world import normalize_tools
 
 __all__ = ["SimulationData", "RowList", "RowStore", "load"]
 
@@ -257,23 +261,71 @@ class SimulationData:
         return f"SimulationData({len(self)} rows, stopped_because={self.stopped_because!r}, {len(self.warnings)} warnings)"
 
     def summary(self) -> str:
-        """A few lines a person reads: size, why it stopped, coverage, losses, warnings."""
+        """A few lines a person reads: size, why it stopped, coverage, losses, the search arms,
+        the offline stand-ins, warnings.
+
+        The arms line counts the rows each arm produced (it decodes the rows one at a time
+        when they are still held compactly, ~30 us a row, keeping none).
+        """
         r = self._report
         pairwise = r.get("pairwise") or {}
         lines = [
-            f"{len(self)} rows (budget {r.get('budget')}, mode {r.get('mode')}, n={r.get('requests_per_situation')}, "
-            f"k={r.get('rollouts_per_request')}, policy {r.get('repeat_policy')}); stopped: {self.stopped_because}",
+            # spelled out: "n" and "k" read as samples to anyone used to pass@k
+            f"{len(self)} rows (budget {r.get('budget')}, mode {r.get('mode')}, phrasings {r.get('requests_per_situation')} "
+            f"per situation, repeats {r.get('rollouts_per_request')} per phrasing, repeat policy {r.get('repeat_policy')}); "
+            f"stopped: {self.stopped_because}",
             f"situations {r.get('n_situations')}, unique prompts {r.get('unique_prompts')}, behaviour signatures "
             f"{r.get('unique_signatures')}, pairwise coverage {pairwise.get('pairs_covered')}/{pairwise.get('pairs_planned')} "
             f"({pairwise.get('fraction')})",
             f"lost rollouts {r.get('rollouts_lost')}{_lost_by_text(r.get('rollouts_lost_by'))}, re-rolled {r.get('rollouts_rerolled')}, "
             f"fault share {_share_text((r.get('delivered') or {}).get('fault_share'))} (fault_rate {r.get('fault_rate')})",
         ]
+        arms = self._arms_text()
+        if arms:
+            lines.append(arms)
         offline = r.get("offline_defaults")
         if offline:
-            lines.append("offline: " + "; ".join(f"{k}: {v}" for k, v in offline.items()))
+            lines.append("offline stand-ins (what a run without that argument uses):")
+            lines += [f"  {_offline_text(k, v)}" for k, v in offline.items()]
         lines += [f"warning: {w}" for w in self.warnings]
         return "\n".join(lines)
+
+    def _arms_text(self) -> str | None:
+        """The search arms' final split and the rows each ran. An arm that produced no row
+        shows as not run, with why, and no weight: what its weight drew went to the others."""
+        weights = self.search.get("arm_weights")
+        if not isinstance(weights, Mapping) or not weights:
+            return None
+        ran = Counter(row.get("arm") for row in (self._rows if self._rows is not None else self._store or ()))
+        template_writer = self._report.get("writer_model", "template") == "template"
+        parts, not_run = [], {}
+        for arm in ARMS:
+            if not ran[arm]:
+                not_run.setdefault(self._not_run_reason(arm), []).append(arm)
+                continue
+            what = ""
+            if arm == "llm_guided":
+                # the arm keeps its name from whileai-sdk (the engine this one follows), where a
+                # model is told the coverage gaps; here it builds them from the least-seen values
+                what = "; gap-guided from the least-seen axis values" + (", template writer, no model" if template_writer else "")
+            parts.append(f"{arm} {float(weights.get(arm, 0.0)):.0%} ({_rows_text(ran[arm])}{what})")
+        parts += [f"{_rows_text(n)} {arm}" for arm, n in sorted((str(a or "unlabelled"), n) for a, n in ran.items() if a not in ARMS)]
+        text = "search arms, final split (rows run): " + (", ".join(parts) or "no row")
+        if not_run:
+            text += "; not run: " + ", ".join(f"{', '.join(arms)} ({why})" for why, arms in not_run.items())
+        return text
+
+    def _not_run_reason(self, arm: str) -> str:
+        """Why ``arm`` produced no row, as far as the record tells."""
+        pinned = (self._report.get("knobs") or {}).get("arm_weights")
+        if isinstance(pinned, Mapping) and not pinned.get(arm):
+            return "weight 0 in advanced['arm_weights']"
+        if arm == "failure_mutation":
+            if not self.search.get("mutation_aims"):
+                return "no failing row to mutate"
+            if self._report.get("unique_situations") and self._report.get("requests_per_situation") == 1:
+                return "a mutation rewords a failing prompt in its situation, which unique situations never reopen"
+        return "no slot drawn, or no candidate found"
 
     def _repr_html_(self) -> str:
         import html
@@ -350,6 +402,44 @@ def _lost_by_text(lost_by: Any) -> str:
     if not isinstance(lost_by, Mapping) or not lost_by:
         return ""
     return " (" + ", ".join(f"{reason} {count}" for reason, count in sorted(lost_by.items())) + ")"
+
+
+def _rows_text(n: int) -> str:
+    return f"{n} row" if n == 1 else f"{n} rows"
+
+
+def _offline_text(role: str, recorded: Any) -> str:
+    """What the offline stand-in of ``report()["offline_defaults"]`` entry ``role`` is and how
+    to replace it. The recorded entry compares with whileai-sdk's hosted defaults (the engine
+    this one follows, docs/design/engine.md), which a newcomer cannot know; a role not listed
+    here (a run of another version) shows its recorded text."""
+    if role == "tools":
+        return f"tools: {_shipped_tools_text()} (pass tools= for yours)"
+    return _OFFLINE_TEXT.get(role, f"{role}: {recorded}")
+
+
+_OFFLINE_TEXT = {
+    "agent": "agent: tk.seeded_agent, an offline policy with planted mistakes (pass agent=: your callable, "
+             "or a model spec such as 'openai:gpt-4o-mini')",
+    "simulator": "writer: the template writer (simulator='<model spec>' phrases the situations with a model)",
+    "user_model": "simulated person: the template user (user_model='<model spec>' lets a model speak for the person)",
+}  # fmt: skip
+
+
+def _shipped_tools_text() -> str:
+    """The shipped example tool set, its human tools named (the simulated person answers those)."""
+    try:
+        specs = normalize_tools(dataset_path(_SHIPPED_TOOLS))
+    except Exception:  # noqa: BLE001 -- a summary line must not fail on a damaged checkout
+        return f"the shipped example {_SHIPPED_TOOLS} and its policy"
+    human = [t.name for t in specs if t.is_human]
+    said = f"the shipped example {_SHIPPED_TOOLS} and its policy: {len(specs) - len(human)} tools the mock world answers"
+    if human:
+        said += f", and {', '.join(human)}, {'human tools' if len(human) > 1 else 'a human tool'} the simulated person answers"
+    return said
+
+
+_SHIPPED_TOOLS = "tools/airline_support.json"
 
 
 def _share_text(share: Any) -> str:

@@ -33,7 +33,7 @@ with ``fsync="interval"`` (1 s): each row is written to the kernel before it cou
 lose at most the last second of rows. ``report()["output_durability"]`` says so. The per-row
 fsync of the writer's default cost ~4 ms per row here, more than the rest of the row.
 
-Defaults that differ from the reference (and why):
+Defaults that differ from the reference (whileai-sdk's engine, docs/design/engine.md; "the reference" below), and why:
 
 * Offline by default. Where the reference's default is a hosted model (agent, writer, user),
   ours is the embedded offline path: the seeded agent on the shipped airline tool set, the
@@ -300,6 +300,7 @@ def simulate(
     grade: bool | str = False,
     llm_grade: Any = False,
     output: Any = None,
+    overwrite: bool = False,
     advanced: Mapping[str, Any] | None = None,
     seed: int | None = None,
     concurrency: int | None = None,
@@ -340,8 +341,10 @@ def simulate(
         ``system_prompt.txt``), or a dict with ``"tools"`` and ``"system_prompt"`` (or
         ``"policy"``). ``tools=`` and ``system_prompt=`` given explicitly win over it.
     tools : Any, default None
-        The agent's tools, any shape :func:`toolkit.world.normalize_tools` accepts (OpenAI /
-        Anthropic / bare function schemas, ToolSpecs, or a path to a JSON list). They define
+        The agent's tools, any shape :func:`toolkit.world.normalize_tools` accepts (a list of
+        OpenAI / Anthropic / bare function schemas or ToolSpecs, a dict of them keyed by tool
+        name, or a path to a JSON file of either); ``"kind": "human"`` marks a tool the
+        simulated person answers instead of the world. They define
         the situation grid's tool axis and the mock world. None: a seeded agent's own tools;
         with no agent either, the shipped ``tools/airline_support.json`` example and its policy;
         otherwise no tools.
@@ -489,12 +492,20 @@ def simulate(
         rows landed and do not carry them). ``True`` is a ConfigError (it names no judge).
         False / None: no judge.
     output : str, os.PathLike or None, default None
-        A JSONL path the scrubbed rows are streamed to as they land (the file is rewritten),
-        with ``<name>.progress.json`` refreshed during the run and ``<name>.meta.json`` (the
-        report, read back by :func:`toolkit.load`) written at the end. Rows reach the file (the
-        kernel) before they count as landed, so a killed process loses none; they are fsynced
-        at least once a second and at the end (an OS crash can cost the last second:
-        ``report()["output_durability"]``). None: rows are kept in memory only.
+        A JSONL path the scrubbed rows are streamed to as they land (the file is rewritten;
+        a path that already exists is a ConfigError unless ``overwrite=True`` or a
+        ``checkpoint=`` is resumed), with ``<name>.progress.json`` refreshed during the run and
+        ``<name>.meta.json`` (the report, read back by :func:`toolkit.load`) written at the end.
+        Rows reach the file (the kernel) before they count as landed, so a killed process loses
+        none; they are fsynced at least once a second and at the end (an OS crash can cost the
+        last second: ``report()["output_durability"]``). None: rows are kept in memory only.
+    overwrite : bool, default False
+        True: an ``output=`` file that already exists is replaced (with its sidecars). False:
+        it is refused before anything runs (a ConfigError naming ``output`` and
+        ``overwrite=True``), so rerunning a cell never silently replaces the rows of the run
+        before it -- except when the call resumes an existing ``checkpoint=``: an ``output=``
+        that is the checkpoint's path is appended to, and a separate one is rebuilt from the
+        checkpoint's rows plus the new ones. Anything but a bool is a ConfigError.
     advanced : Mapping[str, Any] or None, default None
         Knob values by name, every key of :class:`toolkit.RunKnobs` (``docs/knobs.md``): an
         unknown key or a value out of bounds is a :class:`toolkit.KnobError` naming the nearest
@@ -521,7 +532,8 @@ def simulate(
     checkpoint : str, os.PathLike or None, default None
         A JSONL path appended as rows land; calling again with the same path resumes without
         duplicates (a row already there is reused instead of re-run when the run plans it
-        again; rows it does not re-plan are kept, with a warning). Durable like ``output=``,
+        again; rows it does not re-plan are kept, with a warning). Reused rows are written to a
+        separate ``output=`` too, so it holds the whole resumed run. Durable like ``output=``,
         and its sidecars are written when no ``output=`` is given. Not with ``runs > 1``.
     on_row : callable or None, default None
         ``on_row(row)``, called on the engine's thread with each landed row (scrubbed, as
@@ -555,8 +567,9 @@ def simulate(
     ------
     ConfigError
         A value out of range, an unknown name (mode, repeat policy, until ... with the nearest
-        valid one), aliases given different values, or an impossible combination (``grade``
-        with ``grader``, ``runs > 1`` with ``checkpoint``, ``llm_grade=True``).
+        valid one), aliases given different values, an impossible combination (``grade``
+        with ``grader``, ``runs > 1`` with ``checkpoint``, ``llm_grade=True``), or an
+        ``output=`` file that exists without ``overwrite=True``.
     TypeError
         An unknown keyword (with the nearest valid one), a callback (``grader``, ``on_row``,
         ``on_progress``, ``execute``) that is not callable, an executor that is not an
@@ -753,8 +766,12 @@ class _Engine:
         writers = []
         if self.cfg.checkpoint is not None:
             writers.append(RowWriter(self.cfg.checkpoint, mode="a", **durability))
+        # output= beside a separate checkpoint= is rewritten, so rows reused from the checkpoint
+        # are written to it too (else a resumed run's output held only the rows run this time)
+        self.output_writer = None
         if self.cfg.output is not None and (self.cfg.checkpoint is None or self.cfg.output.resolve() != self.cfg.checkpoint.resolve()):
-            writers.append(RowWriter(self.cfg.output, mode="w", **durability))
+            self.output_writer = RowWriter(self.cfg.output, mode="w", **durability)
+            writers.append(self.output_writer)
         return writers
 
     def _make_bar(self):
@@ -1551,6 +1568,8 @@ class _Engine:
                 written = written or out
             public = written if written is not None else _scrub(row)
         else:
+            if self.output_writer is not None:
+                self.output_writer.write(row)
             public = _scrub(row)
         self._store(public, row)
         self.durations.append(float((row.get("timing") or {}).get("seconds") or 0.0))
@@ -1758,6 +1777,8 @@ class _Engine:
     def _finish_resume(self) -> None:
         leftover = [row for key, row in self.resume_rows.items() if key not in self.resume_keys_consumed]
         for row in leftover:
+            if self.output_writer is not None:
+                self.output_writer.write(row)
             self._store(_scrub(row), row)
             reward = row.get("reward")
             if isinstance(reward, (int, float)) and not isinstance(reward, bool):

@@ -32,6 +32,7 @@ naming the floor or the ceiling and the default; an unknown key names the neares
 from __future__ import annotations
 
 import dataclasses
+import html
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -59,6 +60,9 @@ KNOB_NEEDS = {
     "traces": "traces= (hot regions of failing traces)",
 }
 _BIG = 2**62  # "no practical ceiling" for counts and seeds; still a bound, so it is stated
+#: How a ceiling of 2**62 or more reads wherever bounds are shown (tables, tooltips, messages):
+#: the number is kept in ``KnobSpec.hi``, but printed it is 4.611686e+18 in a pandas table.
+NO_CEILING = "no ceiling"
 
 _COMPAT = "Kept for config compatibility; the offline template writer "
 _MODEL_WRITER_BUDGET = (
@@ -93,9 +97,35 @@ class KnobSpec(Result):
     seed_default: str | None = None
     needs: str | None = None
 
+    @property
+    def bounds(self) -> str:
+        """The allowed values as a person reads them: ``"1 .. 4096"``, ``"0 .. no ceiling"``
+        (a ceiling of 2**62 or more), ``"normal / short / endless"`` for a choice, else the
+        kind (``"band"``, ``"table"``, ``"bool"``)."""
+        if self.kind == "choice":
+            return " / ".join(self.choices or ())
+        if self.lo is None:
+            return self.kind
+        return f"{self.lo!r} .. {_ceiling_text(self.hi)}"
+
+    def _display_row(self) -> dict[str, Any]:
+        # bounds as text: a pandas column holding 2**62 beside None prints 4.611686e+18
+        return {"name": self.name, "default": self.default, "bounds": self.bounds, "kind": self.kind,
+                "used": self.used, "needs": self.needs, "meaning": self.meaning, "reason": self.reason}
+
+    def _repr_html_(self) -> str:
+        rows = "".join(
+            f"<tr><th style='text-align:left'>{html.escape(key)}</th><td style='text-align:left'>{html.escape(str(value))}</td></tr>"
+            for key, value in self._display_row().items())
+        return f"<div><p><b>KnobSpec</b>: {html.escape(str(self))}</p><table>{rows}</table></div>"
+
     def __str__(self) -> str:
-        bounds = f" in [{self.lo}, {self.hi}]" if self.lo is not None else ""
+        bounds = f" in {self.bounds}" if self.lo is not None else ""
         return f"{self.name} = {self.default!r} ({self.kind}{bounds}): {self.meaning}"
+
+
+def _ceiling_text(hi: Any) -> str:
+    return NO_CEILING if hi is not None and hi >= _BIG else repr(hi)
 
 
 def _k(name, default, kind, lo, hi, table, meaning, reason, **extra) -> KnobSpec:
@@ -354,11 +384,13 @@ ARMS = ("structured", "llm_guided", "open_ended", "behavior_targeted", "failure_
 def _check_bounds(spec: KnobSpec, value: float) -> None:
     if isinstance(value, float) and not math.isfinite(value):
         raise KnobError(f"advanced[{spec.name!r}] must be a finite number; got {value!r} (default {spec.default!r})")
+    allowed = f"{spec.lo!r}..{_ceiling_text(spec.hi)}"
     if spec.lo is not None and value < spec.lo:
         raise KnobError(
-            f"advanced[{spec.name!r}] = {value!r} is below its floor {spec.lo!r} (allowed {spec.lo!r}..{spec.hi!r}; default {spec.default!r})"
+            f"advanced[{spec.name!r}] = {value!r} is below its floor {spec.lo!r} (allowed {allowed}; default {spec.default!r})"
         )
     if spec.hi is not None and value > spec.hi:
+        # past "no ceiling" the real bound is named: 2**62 is where such a value stops
         raise KnobError(
             f"advanced[{spec.name!r}] = {value!r} is above its ceiling {spec.hi!r} (allowed {spec.lo!r}..{spec.hi!r}; default {spec.default!r})"
         )
@@ -465,7 +497,8 @@ class RunKnobs(_RunKnobsBase, Result):  # type: ignore[misc, valid-type]
 
     Introspection (the dashboard's Advanced section is generated from it):
     ``RunKnobs.describe(table=None) -> tuple[KnobSpec, ...]``, ``RunKnobs.spec(name)``,
-    ``RunKnobs.names()``, ``RunKnobs.validate(name, value) -> normalised value``.
+    ``RunKnobs.names()``, ``RunKnobs.validate(name, value) -> normalised value``, and
+    ``RunKnobs.table(table=None)``, a DataFrame to read (bounds as text: "no ceiling").
     """
 
     def __init__(self, **values: Any) -> None:
@@ -486,6 +519,31 @@ class RunKnobs(_RunKnobsBase, Result):  # type: ignore[misc, valid-type]
         if table is not None and table not in KNOB_TABLES:
             raise ConfigError(unknown_name_message("knob table", table, KNOB_TABLES))
         return tuple(spec for spec in _SPECS if table is None or spec.table == table)
+
+    @classmethod
+    def table(cls, table: str | None = None):
+        """The knobs as a pandas DataFrame to read in a notebook, one row per knob in table
+        order: name, default, bounds, kind, used, needs, meaning, reason.
+
+        Parameters
+        ----------
+        table : {"experiment", "engine"} or None, default None
+            One knob table, or None for both.
+
+        Returns
+        -------
+        pandas.DataFrame
+            ``bounds`` is text (:attr:`KnobSpec.bounds`): a ceiling of 2**62 or more reads
+            "no ceiling". The numeric bounds are ``KnobSpec.lo`` / ``KnobSpec.hi``.
+
+        Raises
+        ------
+        ConfigError
+            An unknown table name (with the nearest valid one).
+        """
+        import pandas as pd
+
+        return pd.DataFrame([spec._display_row() for spec in cls.describe(table)])
 
     @classmethod
     def names(cls) -> tuple[str, ...]:
@@ -576,13 +634,7 @@ def knob_table_markdown(table: str) -> str:
     """
     lines = ["| `advanced` key | Default | Bounds | Meaning | Why this default |", "|---|---|---|---|---|"]
     for spec in RunKnobs.describe(table):
-        if spec.kind == "choice":
-            bounds = " / ".join(spec.choices or ())
-        elif spec.lo is not None:
-            hi = "no ceiling" if spec.hi is not None and spec.hi >= _BIG else repr(spec.hi)
-            bounds = f"{spec.lo!r} .. {hi}"
-        else:
-            bounds = spec.kind
+        bounds = spec.bounds
         meaning = spec.meaning + ("" if spec.used else " *(no effect: no such mechanism here; passing it warns)*")
         if spec.needs:
             meaning += f" *(acts only with {KNOB_NEEDS[spec.needs]})*"

@@ -55,7 +55,13 @@ LIVE_MIN_K = 2
 
 @dataclass(frozen=True)
 class ProgressPoint(Result):
-    """The run's statistics after ``n_rows`` rows landed (``elapsed`` seconds in)."""
+    """The run's statistics after ``n_rows`` rows landed (``elapsed`` seconds in).
+
+    KL is over ``n_kl_rows`` rows; ``n_kl_impossible`` more have probability 0 under the
+    reference, and ``n_kl_pending`` rows with logprobs wait for reference scoring (a live
+    frame caps its scoring time), in which case the KL rows are a seeded random sample of
+    the rows landed (:meth:`kl_rows_text` says so).
+    """
 
     n_rows: int
     elapsed: float | None
@@ -75,7 +81,21 @@ class ProgressPoint(Result):
     n_kl_rows: int
     n_kl_tokens: int
     n_kl_impossible: int = 0
+    n_kl_pending: int = 0
     note: str | None = None
+
+    @property
+    def kl_is_sample(self) -> bool:
+        """Whether KL is over a sample: some rows with logprobs were not scored by the
+        reference yet (``n_kl_pending`` of them; the live view caps scoring time per frame)."""
+        return self.n_kl_pending > 0
+
+    def kl_rows_text(self) -> str:
+        """Which rows the KL is over, said plainly: ``"300 rows"``, or ``"a random sample of
+        272 of 300 rows"`` when ``n_kl_pending`` rows were not scored yet."""
+        if self.kl_is_sample:
+            return f"a random sample of {self.n_kl_rows} of {self.n_kl_rows + self.n_kl_pending} rows"
+        return f"{self.n_kl_rows} rows"
 
     def __str__(self) -> str:
         parts = [f"{self.n_rows} rows"]
@@ -84,7 +104,8 @@ class ProgressPoint(Result):
         if self.pass_at_k is not None:
             parts.append(f"pass@{self.k} {self.pass_at_k:.3f}{_interval(self.pass_at_k_low, self.pass_at_k_high)}")
         if self.mean_kl is not None:
-            parts.append(f"KL {self.mean_kl:.4f} nats/token{_interval(self.mean_kl_low, self.mean_kl_high, 4)}")
+            parts.append(f"KL {self.mean_kl:.4f} nats/token{_interval(self.mean_kl_low, self.mean_kl_high, 4)}"
+                         f" over {self.kl_rows_text()}")
         if self.note:
             parts.append(self.note)
         return " | ".join(parts)
@@ -418,7 +439,8 @@ class ProgressTracker:
         if self._kl_errors:
             notes.append(f"reference scoring failed: {self._kl_errors[-1]}")
         if self._kl_backlog:
-            notes.append(f"KL over a random sample: {len(self._kl_backlog)} rows not scored yet")
+            notes.append(f"KL over a random sample: {self._kl_rows} of {self._kl_rows + len(self._kl_backlog)} rows scored "
+                         "by the reference so far (scoring time is capped per live frame; the rest wait)")
         if self._kl_impossible:
             notes.append(f"{self._kl_impossible} rows have probability 0 under the reference "
                           "(KL infinite there); KL is over the other rows")
@@ -434,7 +456,7 @@ class ProgressTracker:
         tasks = list(self._kl_by_task.values())
         if not tasks:
             return dict(mean_kl=None, mean_kl_low=None, mean_kl_high=None, n_kl_rows=0, n_kl_tokens=0,
-                        n_kl_impossible=self._kl_impossible)
+                        n_kl_impossible=self._kl_impossible, n_kl_pending=len(self._kl_backlog))
         sums = np.array([math.fsum(t.differences) for t in tasks])
         tokens = np.array([t.tokens for t in tasks], dtype=float)
         total_tokens = int(tokens.sum())
@@ -447,8 +469,8 @@ class ProgressTracker:
             ratios = sums[picks].sum(axis=1) / tokens[picks].sum(axis=1)
             alpha = (1 - self.level) / 2
             low, high = (float(v) for v in np.quantile(ratios, [alpha, 1 - alpha]))
-        return dict(mean_kl=estimate, mean_kl_low=low, mean_kl_high=high,
-                    n_kl_rows=self._kl_rows, n_kl_tokens=total_tokens, n_kl_impossible=self._kl_impossible)
+        return dict(mean_kl=estimate, mean_kl_low=low, mean_kl_high=high, n_kl_rows=self._kl_rows,
+                    n_kl_tokens=total_tokens, n_kl_impossible=self._kl_impossible, n_kl_pending=len(self._kl_backlog))
 
 
 def run_progress(rows: Any, *, k: int | None = None, reference: Any = None, checkpoints: int = 30,

@@ -41,7 +41,7 @@ is started only when none is idle; no thread per call) and the rollout stops wai
 abandoned call keeps running in the background until it returns on its own (its result is then
 discarded). Model backends also pass the timeout to their SDK, so their requests do end.
 
-Where we differ from the reference: a message-shaped callable never receives simulated-user
+Where we differ from the reference (whileai-sdk's engine, docs/design/engine.md): a message-shaped callable never receives simulated-user
 turns; ``max_turns`` caps agent completions and a rollout cut there says ``turn_cap`` instead of
 passing as finished; every assistant text turn (the final one included) is a text step.
 """

@@ -7,8 +7,10 @@ it against closed forms, and so that :func:`toolkit.simulate` stays a scheduler.
 Arms (``ARMS``) and the weight update
 -------------------------------------
 Five arms fill a run: ``structured`` (the covering grid, ranked by region weight),
-``llm_guided`` (in the reference a model writer told about gaps; offline, the *gap-guided* arm:
-situations built from the least-seen axis values, off the grid when needed), ``open_ended``
+``llm_guided`` (in the reference, whileai-sdk's engine (docs/design/engine.md), a model writer told
+about gaps; here the *gap-guided* arm: situations built from the least-seen axis values, off the
+grid when needed, phrased by the run's writer -- the template writer unless ``simulator=`` names a
+model, so the arm runs with no model at all), ``open_ended``
 (probes outside the tools' domain), ``behavior_targeted`` (situations on tools that have been
 called least) and ``failure_mutation`` (word-level mutations of failing prompts). Start split
 0.42 / 0.42 / 0.10 / 0.03 / 0.03. After each batch, ``yield = (new behaviour signatures +
@@ -147,7 +149,8 @@ def update_arm_weights(
         as weight 0; keys that are not arms are ignored.
     yields : Mapping[str, float]
         Arm -> yield for the arms that ran this batch (as :func:`arm_yields` returns). The
-        other arms take the mean observed yield (reference: no vote), or 0 when nothing ran.
+        other arms take the mean observed yield (as in whileai-sdk's engine: no vote), or 0
+        when nothing ran.
         Negative yields count as 0 in the update.
     floors, caps : Mapping[str, float]
         Keyword-only. The lowest and highest weight of each arm (every arm of :data:`ARMS`
@@ -419,7 +422,7 @@ def novelty(candidates: np.ndarray, seen: np.ndarray | None) -> np.ndarray:
 
 
 class NoveltyIndex:
-    """The novelty reference set of a run, with a bounded cost per row.
+    """The prompts a run's novelty is measured against, with a bounded cost per row.
 
     ``score(vectors)`` is :func:`novelty` against the ``capacity`` most recently remembered
     vectors (a ring buffer), so scoring costs O(capacity x dim) however long the run is; the

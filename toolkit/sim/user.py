@@ -1,6 +1,7 @@
 """The simulated person: speaks in the situation's stance, answers questions, may walk away.
 
-Reference: docs/design/engine.md §4.4. What carries over, with its numbers:
+Reference: whileai-sdk's simulated user (docs/design/engine.md §4.4; "the reference" below). What
+carries over, with its numbers:
 
 * **Patience** is a walk-away hazard per agent question, counting the questions already asked
   on the thread: the first question is always attempted; the second is walked away from with

@@ -47,6 +47,7 @@ import html
 import json
 import numbers
 import re
+import textwrap
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -486,7 +487,24 @@ class Verdict(Result):
 
     # -- text renderers ---------------------------------------------------------------------
     def status_line(self, width: int = 80) -> str:
-        """One line for CI (at most ``width`` characters): glyph, verdict, reason."""
+        """The CI status: glyph, verdict, reason, never cut.
+
+        It fits one line of ``width`` characters when it can; a longer reason wraps at word
+        boundaries onto lines indented by two spaces, so the first line always starts with the
+        glyph and the verdict and no part of the reason is lost (whatifd cuts it with "…",
+        docs/design/whatif.md §8.4, which hid the very words that said why). A single word
+        longer than ``width`` (a path, an id) is kept whole on its own line.
+
+        Parameters
+        ----------
+        width : int, default 80
+            The most characters a line should hold.
+
+        Returns
+        -------
+        str
+            One line, or several joined by newlines.
+        """
         if self.state == "ship":
             failure, baseline = self.cohort("failure"), self.cohort("baseline")
             if failure is not None and baseline is not None:
@@ -497,7 +515,9 @@ class Verdict(Result):
         else:
             reason = self.headline()
         line = f"{GLYPHS[self.state]} toolkit.whatif: {self.label} — {reason}"
-        return line if len(line) <= width else line[: width - 1] + "…"
+        if len(line) <= width:
+            return line
+        return "\n".join(textwrap.wrap(line, width=width, subsequent_indent="  ", break_long_words=False, break_on_hyphens=False))
 
     def to_markdown(self) -> str:
         """The Markdown report; every trace-derived value goes through :func:`_md_cell`.

@@ -24,7 +24,7 @@ Call order (first match wins; docs/design/engine.md §4.1, with the changes list
    ``not_found`` for a dangling reference); delete verbs -> ``deleted``; anything else is an
    update: ``ok`` + the record with the arguments applied and its version bumped.
 
-Where we differ from the reference design, and why:
+Where we differ from the reference design (whileai-sdk's engine, docs/design/engine.md), and why:
 
 * Existence of an unknown reference is a continuous hash draw, ``stable_uniform("exists",
   seed, value) < exists_share``, not a draw in tenths, so ``exists_share=0.65`` means 65%,
@@ -590,7 +590,7 @@ class World:
         Seed of every draw (which unknown references exist, generated records, per-call fault
         draws), so the same seed answers the same way. Default 0.
     world_state : str, optional
-        One of :data:`WORLD_STATES`, a reference long name ("entity missing", ...), or None =
+        One of :data:`WORLD_STATES`, its long name as whileai-sdk spells it ("entity missing", ...), or None =
         "unknown" (the default).
     fault_plan : mapping, optional
         ``{"*" or tool name: {"mode", "rate"?, "on_call"?, "phase"?}}`` or ``{"*": "timeout"}``. A tool

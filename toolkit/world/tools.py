@@ -1,6 +1,6 @@
 """Tool schemas: one normalised shape (:class:`ToolSpec`) for every input format.
 
-Accepted inputs (a list of any mix of them, or a path to a JSON file holding such a list):
+Accepted tool shapes:
 
 * OpenAI function calling: ``{"type": "function", "function": {"name", "description",
   "parameters"}}``;
@@ -8,10 +8,20 @@ Accepted inputs (a list of any mix of them, or a path to a JSON file holding suc
 * Anthropic: ``{"name", "description", "input_schema"}``;
 * an existing :class:`ToolSpec`.
 
-``"kind": "human"`` (top level, or inside the ``function`` dict) marks a tool whose answer
-comes from the person, not the world (docs/design/engine.md §4.4).
+and the containers that hold them: a list (any mix of shapes), one tool dict, a dict of tools
+keyed by name (``{"get_booking": schema}``: each value a tool of the shapes above, whose name
+may be left out, or just its parameters schema ``{"type": "object", "properties": ...}``),
+``{"tools": [...], "description": "..."}`` (a tool file's wrapper), or a path to a JSON file
+holding any of these.
 
-Where we differ from the reference design (docs/design/engine.md §2.1, docs/design/engine.md §4): the reference accepts tool
+``"kind": "human"`` (top level, or inside the ``function`` dict) marks a *human tool*: its
+call is answered by the simulated person, not by the mock world (a question to the customer,
+a confirmation; docs/design/engine.md §4.4). It is this toolkit's key: model APIs refuse it,
+so send :meth:`ToolSpec.to_openai` / :meth:`ToolSpec.to_anthropic`, never the raw entry. The
+shipped ``datasets/tools/airline_support.json`` holds five world tools and one human tool,
+``ask_passenger`` (``datasets/README.md``).
+
+Where we differ from the reference design, whileai-sdk's engine (docs/design/engine.md §2.1, §4): it accepts tool
 dicts loosely and fails later, inside the world, on a missing ``name`` or a non-object
 schema. We check every schema once, up front, with the JSON-Schema meta-schema
 (``jsonschema``'s Draft 2020-12 checker) plus the few rules tool calling adds (an object at
@@ -280,15 +290,73 @@ def _one_tool(raw: Any, position: int) -> ToolSpec:
     )
 
 
+#: How tools may be given, for the message that refuses anything else.
+_ACCEPTED_SHAPES = (
+    "a list of tool dicts (OpenAI {'type': 'function', 'function': {...}}, bare {'name', 'description', "
+    "'parameters'} or Anthropic {'name', 'input_schema'}) or ToolSpecs; one such dict; a dict of tools keyed by "
+    "name ({'get_booking': schema}, each value one of those dicts or a parameters schema {'type': 'object', "
+    "'properties': ...}); {'tools': [...]}; or a path to a JSON file holding one of these"
+)
+# Keys only a single tool dict has at its top level: a dict holding one is a tool, not tools
+# keyed by name (a tool named like one of them goes in a list).
+_SINGLE_TOOL_KEYS = frozenset({"name", "function", "input_schema", "parameters"})
+_WRAPPER_KEYS = {"tools", "description"}
+
+
+def _tools_of_mapping(tools: Mapping[str, Any]) -> list[Any]:
+    """The tools a dict holds: itself (one tool dict), its ``"tools"`` list (a tool file's
+    wrapper), or its values named by their keys (tools keyed by name)."""
+    if isinstance(tools.get("tools"), (list, tuple)):
+        _check_keys("tools dict", tools, _WRAPPER_KEYS, "")
+        return list(tools["tools"])
+    if _SINGLE_TOOL_KEYS & set(tools) or tools.get("type") == "function":
+        return [tools]
+    odd = next(((key, value) for key, value in tools.items() if not isinstance(value, (Mapping, ToolSpec))), None)
+    if odd is not None:
+        raise SchemaError(
+            f"tools given as a dict is neither one tool nor tools keyed by name (key {odd[0]!r} holds a "
+            f"{type(odd[1]).__name__}); accepted: {_ACCEPTED_SHAPES}"
+        )
+    return [_keyed_tool(str(key), value) for key, value in tools.items()]
+
+
+def _keyed_tool(key: str, value: Mapping[str, Any] | ToolSpec) -> Mapping[str, Any] | ToolSpec:
+    """The tool dict of ``tools[key]``, named by ``key``; a name the value gives must agree."""
+    if isinstance(value, ToolSpec):
+        named, entry = value.name, value
+    elif "function" in value or value.get("type") == "function":
+        function = value.get("function")
+        if not isinstance(function, Mapping):
+            return value  # _one_tool names the broken field
+        named = function.get("name", key)
+        entry = {**value, "function": {**function, "name": named}}
+    elif ("properties" in value or value.get("type") == "object") and not _SINGLE_TOOL_KEYS & set(value):
+        named, entry = key, {"name": key, "parameters": value}  # just the parameters schema
+    else:
+        # a function or Anthropic dict (possibly without its name); anything else lands here
+        # too, so a misspelled key ("paramters") gets its did-you-mean from _one_tool
+        named = value.get("name", key)
+        entry = {**value, "name": named}
+    if named != key:
+        raise SchemaError(f"tools[{key!r}]: the key names the tool {key!r} but its field 'name' says {named!r}; use one name")
+    return entry
+
+
 def normalize_tools(tools: Any) -> list[ToolSpec]:
-    """Normalise a tool list to :class:`ToolSpec` objects (order kept).
+    """Normalise tools to :class:`ToolSpec` objects (order kept).
 
     Parameters
     ----------
     tools : list, tuple, mapping, ToolSpec, str, os.PathLike or None
         A list/tuple of tool dicts (OpenAI, bare function, Anthropic shapes, mixed) or
-        ToolSpecs; a single tool dict or ToolSpec; or a path to a JSON file holding the list
-        (or a dict with the list under ``"tools"``). None gives ``[]``.
+        ToolSpecs; a single tool dict or ToolSpec; a dict of tools keyed by name
+        (``{"get_booking": schema}``: each value a tool dict, whose ``name`` may be left out
+        and must match the key when given, or only the parameters schema
+        ``{"type": "object", "properties": ...}``; ``{}`` is no tools); ``{"tools": [...]}``
+        (optionally with a ``"description"``); or a path to a JSON file holding any of
+        these. A dict counts as one tool when it has ``name``, ``function``,
+        ``input_schema`` or ``parameters`` at the top (or ``"type": "function"``), so a tool
+        named like one of those goes in a list. None gives ``[]``.
 
     Returns
     -------
@@ -297,8 +365,10 @@ def normalize_tools(tools: Any) -> list[ToolSpec]:
     Raises
     ------
     SchemaError
-        Naming the tool and the field for a malformed schema, and for two tools with the same
-        name; also for a missing or invalid JSON file, or a ``tools`` of another type.
+        Naming the tool and the field for a malformed schema, for two tools with the same
+        name, and for a key of a dict keyed by name that disagrees with its tool's ``name``;
+        also for a missing or invalid JSON file, or ``tools`` of another shape (the message
+        lists the accepted ones).
     """
     if isinstance(tools, (str, os.PathLike)):
         path = Path(tools)
@@ -308,16 +378,14 @@ def normalize_tools(tools: Any) -> list[ToolSpec]:
             raise SchemaError(f"tools file {str(path)!r} does not exist") from None
         except json.JSONDecodeError as error:
             raise SchemaError(f"tools file {str(path)!r} is not valid JSON: {error}") from None
-        if isinstance(tools, Mapping) and "tools" in tools:
-            tools = tools["tools"]
     if tools is None:
         return []
-    if isinstance(tools, (Mapping, ToolSpec)):
+    if isinstance(tools, ToolSpec):
         tools = [tools]
+    elif isinstance(tools, Mapping):
+        tools = _tools_of_mapping(tools)
     if not isinstance(tools, (list, tuple)):
-        raise SchemaError(
-            f"tools must be a list of tool dicts or ToolSpec objects (or a JSON file path), got {type(tools).__name__}"
-        )
+        raise SchemaError(f"tools of type {type(tools).__name__} are not accepted; accepted: {_ACCEPTED_SHAPES}")
     specs = [_one_tool(raw, position) for position, raw in enumerate(tools)]
     seen: set[str] = set()
     for spec in specs:
