@@ -223,7 +223,32 @@ def family_wise(sims: int) -> None:
               f"none: 1 - 0.95^8 = {1 - 0.95**8:.3f} at most)")
 
 
+def kl_task_coverage(sims: int) -> None:
+    """Coverage of ``tk.plots.kl_by_task``'s per-task interval (the delta-method ratio).
+
+    A task's KL per token is sum(d) / sum(t) over its rollouts; each rollout has t ~ U{5..60}
+    tokens and a per-token KL k independent of t, so the truth is E[k] = 0.1. Normal k (sd
+    0.05) and skewed k (gamma, shape 2, scale 0.05), at 4, 8 and 30 rollouts a task.
+    """
+    from toolkit.plots.judging import _ratio_interval
+
+    print("kl_by_task: per-task interval on KL per token (truth 0.1; target 0.93-0.97)")
+    for shape in ("normal", "gamma"):
+        for rollouts in (4, 8, 30):
+            rng = np.random.default_rng(22_000 + rollouts)
+            hits = drawn = 0
+            for _ in range(sims):
+                tokens = rng.integers(5, 61, rollouts)
+                per_token = rng.normal(0.1, 0.05, rollouts) if shape == "normal" else rng.gamma(2.0, 0.05, rollouts)
+                interval = _ratio_interval(list(zip((per_token * tokens).tolist(), tokens.tolist())), 0.95, B, rng)
+                if interval is not None:
+                    drawn += 1
+                    hits += interval.low <= 0.1 <= interval.high
+            print(f"  {shape:<6} {rollouts:>2} rollouts  {rate(hits, drawn):>16}  ({sims - drawn} without an interval)")
+
+
 CELLS = {
+    "kl_task": kl_task_coverage,
     "pass_at_1": pass_at_1_coverage,
     "pass_pow_k": pass_pow_k_coverage,
     "paired_delta": paired_delta_coverage,

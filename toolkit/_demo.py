@@ -3,7 +3,8 @@
 Simulation (default): the shipped airline tool set and policy, the seeded offline agent, the
 template writer and template user, graded by the deterministic conduct grader. It prints the
 run's summary and the pass@1 / pass^k / pass@k line with intervals, and writes the rows
-(JSONL + .meta.json) and a pass@k figure under ``--out``. No key, no network, a few seconds.
+(JSONL + .meta.json) and a pass@k figure under ``--out``. No key, no network; about 10 s on the
+2-core development machine (2026-12-02), statistics part included.
 
 The second part (skip it with ``--no-stats``) reads two shipped runs of the same tasks
 (before and after a change to an agent): their pass@k lines and the paired before/after

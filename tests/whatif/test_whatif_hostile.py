@@ -96,16 +96,12 @@ def test_file_over_the_size_cap_is_refused_before_parsing(tmp_path, monkeypatch)
 
 
 def test_fifo_named_like_a_config_does_not_block(tmp_path):
-    if not hasattr(os, "mkfifo"):
-        pytest.skip("no FIFOs on this platform")
     os.mkfifo(tmp_path / "c.yaml")  # open() on it would wait for a writer forever
     result = cli(tmp_path, "validate", "c.yaml")
     assert result.returncode == 2 and "is not a regular file" in result.stderr
 
 
 def test_symlink_to_an_endless_device_is_refused(tmp_path):
-    if not os.path.exists("/dev/zero"):
-        pytest.skip("no /dev/zero")
     os.symlink("/dev/zero", tmp_path / "c.yaml")  # stat size 0, read never ends
     result = cli(tmp_path, "validate", "c.yaml")
     assert result.returncode == 2 and "is not a regular file" in result.stderr
