@@ -5,12 +5,18 @@ execution error here is a real failure. ``TOOLKIT_SMALL=1`` asks each notebook f
 small parameters.
 """
 
+import re
 import time
 from pathlib import Path
 
 import nbformat
 import pytest
 from nbclient import NotebookClient
+
+# what a reader must never see printed: raw markup (the status line once printed its HTML) and
+# the engine's "no ceiling" sentinel 2**62 in either spelling
+_RAW_MARKUP = re.compile(r"</?(span|div|table|small|b|br)\b", re.IGNORECASE)
+_SENTINELS = ("4611686018427387904", "4.611686018427388e+18", "e+18")
 
 NOTEBOOKS = sorted((Path(__file__).resolve().parent.parent / "notebooks").glob("*.ipynb"))
 
@@ -54,3 +60,39 @@ def test_notebook_runs_headless(path, tmp_path, monkeypatch):
         if "image/png" in output.get("data", {}) or "image/svg+xml" in output.get("data", {})
     ]
     assert images, f"{path.name} showed no figure"
+    _check_printed(path, notebook)
+
+
+def _printed_text(notebook) -> list[tuple[int, str]]:
+    """(cell index, text) of every printed or plain-text output; text/html is left out,
+    since a DataFrame's HTML view is meant to be markup."""
+    texts = []
+    for index, cell in enumerate(notebook.cells):
+        for output in cell.get("outputs", []) if cell.cell_type == "code" else []:
+            if output.get("output_type") == "stream":
+                texts.append((index, output.get("text", "")))
+            elif "text/plain" in output.get("data", {}):
+                texts.append((index, output["data"]["text/plain"]))
+            elif output.get("output_type") == "error":
+                texts.append((index, "\n".join(output.get("traceback", []))))
+    return texts
+
+
+def _check_printed(path, notebook) -> None:
+    for index, text in _printed_text(notebook):
+        match = _RAW_MARKUP.search(text)
+        assert match is None, f"{path.name} cell {index} prints raw markup {match.group(0)!r}: {text[:300]!r}"
+        for sentinel in _SENTINELS:
+            assert sentinel not in text, f"{path.name} cell {index} prints {sentinel!r}: {text[:300]!r}"
+
+
+def test_printed_check_catches_markup_and_sentinels():
+    """The check above can fail: a status line printed as HTML, and a bound printed as 2**62."""
+    for text in ('<span style="color:red">running</span>', "max_turns: 4.611686018427388e+18"):
+        notebook = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+            "x", outputs=[nbformat.v4.new_output("stream", name="stdout", text=text)])])
+        with pytest.raises(AssertionError):
+            _check_printed(Path("probe.ipynb"), notebook)
+    clean = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(
+        "x", outputs=[nbformat.v4.new_output("stream", name="stdout", text="pass@1 0.67 [0.61..0.72]")])])
+    _check_printed(Path("probe.ipynb"), clean)

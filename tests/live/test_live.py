@@ -192,7 +192,24 @@ def test_run_progress_figure_draws_bands_and_n():
     assert left.collections and right.collections  # interval bands
     labels = [t.get_text() for t in left.get_legend().get_texts()]
     assert labels == ["pass@1 (n=8 tasks)", "pass@4 (n=8 tasks)"]
-    assert "n=32 rows" in right.get_legend().get_texts()[0].get_text()
+    assert "(32 rows, " in right.get_legend().get_texts()[0].get_text()
+
+
+def test_a_kl_sample_is_called_a_sample_in_the_figure():
+    """With rows still waiting for the reference, the figure's KL legend and title say the
+    mean is over a random sample, of how many rows; once all are scored, neither does."""
+    tracker = ProgressTracker(reference=lambda row: (time.sleep(0.002), row["ref_logprob"])[1])
+    tracker.extend(_rows(n_tasks=10, k=4))
+    partial = tracker.point(score_seconds=0.0)
+    figure = tk.plots.run_progress_figure([partial], legend=False)
+    right = figure.axes[1]
+    assert "a random sample of 8 of 40 rows" in right.get_title()
+    figure = tk.plots.run_progress_figure([partial], legend=True)
+    assert "a random sample of 8 of 40 rows" in figure.axes[1].get_legend().get_texts()[0].get_text()
+    full = tracker.point()
+    figure = tk.plots.run_progress_figure([partial, full], legend=True)
+    label = figure.axes[1].get_legend().get_texts()[0].get_text()
+    assert "40 rows" in label and "sample" not in label
 
 
 def test_empty_figure_says_what_is_missing():

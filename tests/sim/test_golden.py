@@ -39,12 +39,12 @@ CASES: dict[str, dict] = {
 }
 
 DIGESTS = {
-    "adaptive_reproducible": "9a27411737a939d341109aede462a31bfea340406c2b0b55b680e4989040ebf6",
-    "explore_default": "21cd82f10371d7e335f4831114b05050142f5870c824bfc269bc4cdb06089e2a",
-    "explore_output": "fb9a5de4a735d47195322cbae3e0019e4ca2b73a27d6771b1ea82dbc1d6d2fe0",
-    "rl_grader": "1d85c6549ee43b33f00154a2034c91b8e8cedb8b957a4bc5821cc53714973e33",
-    "sft_conduct": "fcaf5b1239ecf0dfc70c505b6febfab0e21ac5814536eaa4b1b33eb2bd8c7678",
-    "sft_reproducible_grader_output": "659dba079dbe182bb7d3b5e121f4016da861510c635dabdfc6cf97c42a42085c",
+    "adaptive_reproducible": "8bfe518afef20d2c959b5888897865c4584dcff4e186f837bfa8fbfd83659220",
+    "explore_default": "9260c0f4773a5ce370b261b6792353d601e66c8a8fd832ab7cf120353f39e486",
+    "explore_output": "9749081ac3bb0b88658265b8ac0ddd14ec82db3639a79643d52e8b0b2ca98b2a",
+    "rl_grader": "2b32be021147ce568ecff9dc22f81102f1418bc54c547250552423605086224b",
+    "sft_conduct": "41bd8e6f2438104d7cbda182a4d3369185f84c2facd3a04e7ebea34a54bda923",
+    "sft_reproducible_grader_output": "c91a6397d471cef9344662c0b70221308516956d6aafa3a1444cc6b795c402bd",
 }
 
 

@@ -120,7 +120,9 @@ def test_resolved_defaults_are_the_seed_defaults_and_the_report_says_where_offli
     # hosted defaults replaced by the offline path, and said so
     offline = report["offline_defaults"]
     assert {"agent", "simulator", "user_model", "tools"} <= set(offline)
-    assert all("reference default is" in offline[key] for key in ("agent", "simulator", "user_model"))
+    # each says what to pass instead, by name (issue 22: no "reference" without saying which)
+    assert all(f"pass {key}= a model spec" in offline[key] for key in ("agent", "simulator", "user_model"))
+    assert not any("reference" in text for text in offline.values())
     assert report["simulator"] == "template" and data.metadata["writer_model"] == "template"
     assert report["user_model"] == "template" and data.metadata["user_model"] == "template"
     assert all(r["writer_model"] == "template" for r in data.rows)

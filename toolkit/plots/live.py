@@ -117,7 +117,7 @@ def run_progress_figure(progress: Any, *, title: str | None = None, width: float
     if np.isfinite(kl).any():
         color = PALETTE["vermillion"]
         right.plot(x, kl, color=color, linewidth=1.6, **_markers(len(points)),
-                   label=f"mean KL (n={last.n_kl_rows} rows, {last.n_kl_tokens} tokens)"
+                   label=f"mean KL ({last.kl_rows_text()}, {last.n_kl_tokens} tokens)"
                    + (f"\n{last.n_kl_impossible} rows impossible under the reference" if last.n_kl_impossible else ""))
         low, high = _column(points, "mean_kl_low"), _column(points, "mean_kl_high")
         if np.isfinite(low).any():
@@ -134,7 +134,8 @@ def run_progress_figure(progress: Any, *, title: str | None = None, width: float
         right.set_title("running mean KL to the reference")
     else:
         impossible = f", {last.n_kl_impossible} impossible" if last.n_kl_impossible else ""
-        right.set_title(f"KL per token to the reference; n={last.n_kl_rows} rows{impossible}")
+        # a sample is said as such: a reader must not take it for the mean over every row
+        right.set_title(f"KL per token to the reference; {last.kl_rows_text()}{impossible}")
     if x.size:
         for ax in (left, right):
             ax.set_xlim(0, max(x.max(), 1))

@@ -279,7 +279,7 @@ class SimulateConfig:
         tool_specs = tuple(normalize_tools(tools))
         if agent is None:
             agent = seeded_agent(list(tool_specs), seed=knobs.seed)
-            offline_defaults["agent"] = "seeded offline agent (tk.seeded_agent); the reference default is a hosted model"
+            offline_defaults["agent"] = "seeded offline agent (tk.seeded_agent); to test a model, pass agent= a model spec such as 'openai:gpt-4o-mini'"
         elif isinstance(agent, str):
             agent = resolve_agent(agent, timeout=timeout or 300)
         elif not callable(agent):
@@ -297,7 +297,7 @@ class SimulateConfig:
         if sim in (None, False, "hosted", "template"):
             writer, writer_model = None, "template"
             if sim is None or sim == "hosted":
-                offline_defaults["simulator"] = "template writer (offline); the reference default is a hosted model writer"
+                offline_defaults["simulator"] = "template writer (offline); for prompts a model phrases, pass simulator= a model spec"
         elif isinstance(sim, (str, ModelAgent)):
             # a spec string, or tk.model_agent(spec, ...) to set the writer's retries, timeout
             # or endpoint; the reply budget is a one-card wave's (docs/design/engine.md §2.6)
@@ -316,7 +316,7 @@ class SimulateConfig:
         if user_model is not None and not (isinstance(user_model, str) or callable(user_model)):
             raise ConfigError(f"user_model must be a model spec string or a chat callable; got {type(user_model).__name__}")
         if user_model is None and shape == "chat":
-            offline_defaults["user_model"] = "template user (offline); the reference default is the agent's own model"
+            offline_defaults["user_model"] = "template user (offline); for a user a model plays, pass user_model= a model spec (the agent's own, say)"
         world_options = WorldOptions.from_dict(dict(knobs.world)) if isinstance(knobs.world, Mapping) else knobs.world
         # grading
         grade = p["grade"]

@@ -334,7 +334,8 @@ def simulate(
         called once per rollout and gets no simulated person), a seeded policy
         (``tk.seeded_agent``), or a model spec string (``"openai:gpt-4o-mini"``, built with
         ``timeout``). None: the offline seeded agent on ``tools``, seeded with ``seed``
-        (``report()["offline_defaults"]`` says so).
+        (``report()["offline_defaults"]`` says so). The README's "Bring your own agent, tools
+        and world" shows both callable shapes, ``execute=`` and a grader on a real row.
     spec : str, os.PathLike, Mapping or None, default None
         Keyword-only, like every parameter after ``agent``. A folder holding ``tools.json``
         and the policy (the first of ``system_prompt.md``, ``policy.md``,
