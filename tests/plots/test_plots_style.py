@@ -211,6 +211,10 @@ def _builders(tmp_path, monkeypatch):
             "live": lambda: Drawn(plots.run_progress_figure(
                 tk.run_progress(_kl_rows(60), k=4, reference="ref_logprob", checkpoints=30), layout=None, legend=False,
                 title="live run")),
+            # the live frame late in a big run: 410 tasks and a KL over a sample of the rows
+            # (the reference could not keep up), the longest titles the dashboard draws
+            "live_sample": lambda: Drawn(plots.run_progress_figure(
+                _sampled_points(), layout=None, legend=False, title="seeded policy vs a careful reference (offline)")),
         },
         "bias_study_figure": {
             "small": lambda: Drawn(plots.bias_study_figure(
@@ -237,6 +241,21 @@ def _builders(tmp_path, monkeypatch):
     }
 
 
+def _sampled_points():
+    """Progress points whose KL is over a random sample: each point scores one chunk of the
+    rows with a zero scoring budget, so most rows wait for the reference."""
+    from toolkit.sim.progress import ProgressTracker
+
+    tracker = ProgressTracker(reference="ref_logprob", k=4)
+    rows = _kl_rows(410, repeats=5)
+    points = []
+    for start in range(0, len(rows), 410):
+        tracker.extend(rows[start:start + 410])
+        points.append(tracker.point(score_seconds=0.0))
+    assert points[-1].kl_is_sample and points[-1].n_rows == 2050
+    return points
+
+
 def _figure_functions():
     return sorted(name for name in plots.__all__
                   if callable(getattr(plots, name)) and name not in _HELPERS)
@@ -244,7 +263,7 @@ def _figure_functions():
 
 # Every function is drawn on a small and a large input; the large one is built so a legend
 # inside the axes, an unnamed subset or a hash label would show (issue 22).
-_CASES = [("run_progress_figure", "live")] + [(name, size) for name in _figure_functions() for size in ("small", "large")]
+_CASES = [("run_progress_figure", "live"), ("run_progress_figure", "live_sample")] + [(name, size) for name in _figure_functions() for size in ("small", "large")]
 
 
 def test_every_public_figure_function_has_a_builder(tmp_path, monkeypatch):
