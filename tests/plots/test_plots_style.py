@@ -440,3 +440,31 @@ def test_label_check_catches_text_cut_off_by_the_figure_edge():
     assert any("cut off" in p for p in unreadable_labels(figure))
     right.set_xlabel("rate, Wilson 95% interval\ndotted line: trust bar 0.8")
     assert unreadable_labels(figure) == []
+
+
+def test_whatif_figure_draws_the_mean_the_harm_guards_read(tmp_path, monkeypatch):
+    """11 failure traces at +0.06 and 9 at -0.9: the median sits at +0.06 while the mean and
+    its interval are far below 0, which is why the verdict is Don't Ship. The figure must
+    draw the mean (open square) at cohort.mean_delta with bars at mean_ci_low/high."""
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "whatif"))
+    from test_whatif_report import fork, install_fixture
+    from test_whatif_walkthroughs import row
+
+    install_fixture(tmp_path, monkeypatch)
+    rows = [row(f"f-{i:02d}", "failure", 0.06) for i in range(11)] + [row(f"f-x{i}", "failure", -0.9) for i in range(9)]
+    rows += [row(f"b-{i:02d}", "baseline", 0.0) for i in range(20)]
+    verdict = fork(tmp_path, rows=rows)
+    failure = next(c for c in verdict.cohorts if c.name == "failure")
+    assert failure.median_delta > 0 > failure.mean_ci_high  # the two centres disagree
+    figure = plots.whatif_figure(verdict)
+    ax = figure.axes[0]
+    squares = [c for c in ax.collections if isinstance(c, PathCollection)
+               and np.allclose(c.get_facecolors()[:, :3], 1.0)]  # the white-filled markers
+    positions = np.vstack([c.get_offsets() for c in squares])
+    assert np.any(np.isclose(positions[:, 0], failure.mean_delta)), positions
+    bar_ends = np.concatenate([np.asarray(seg)[:, 0] for c in ax.collections if not isinstance(c, PathCollection)
+                               for seg in c.get_segments()]) if any(
+        not isinstance(c, PathCollection) for c in ax.collections) else np.array([])
+    assert np.any(np.isclose(bar_ends, failure.mean_ci_low)) and np.any(np.isclose(bar_ends, failure.mean_ci_high))
+    labels = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert any(label.startswith("mean (") for label in labels), labels

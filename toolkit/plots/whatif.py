@@ -1,4 +1,5 @@
-"""The what-if verdict figure: per-cohort trace deltas, the median with its CI, the eps band."""
+"""The what-if verdict figure: per-cohort trace deltas, the median and the mean with their
+intervals, the eps band."""
 
 from __future__ import annotations
 
@@ -13,7 +14,12 @@ _CLASS_COLOURS = {"improved": PALETTE["green"], "unchanged": PALETTE["grey"], "r
 @styled
 def whatif_figure(verdict, width: float = 5.5, height: float | None = None):
     """One row per cohort: each scored trace's delta (dot, coloured by class), the median
-    (black diamond) with its bootstrap CI (bar), and the ±practical-delta band around 0.
+    (black diamond) with its bootstrap CI (bar), the mean (open square, just below) with the
+    interval the harm guards read (``tk.stats.mean_interval``; docs/design/whatif.md §12),
+    and the ±practical-delta band around 0.
+
+    Both centres are drawn because they can disagree: a few catastrophes leave the median
+    at +0.06 while the mean falls to −0.37, and only the mean explains a Don't Ship.
 
     Jitter is a hash of the trace id, so the same verdict draws the same picture.
 
@@ -52,6 +58,17 @@ def whatif_figure(verdict, width: float = 5.5, height: float | None = None):
                             fmt="none", color=PALETTE["black"], ecolor=PALETTE["black"], elinewidth=1.6, capsize=4, zorder=4)
             ax.scatter([cohort.median_delta], [row], marker="D", s=36, color=PALETTE["black"], zorder=5,
                        label=f"median ({cohort.ci_level:.0%} CI)" if row == 0 else None)
+        if cohort.mean_delta is not None:
+            # a quarter row below the median, clear of it when the two centres agree
+            at = row + 0.25
+            if cohort.mean_ci_low is not None and cohort.mean_ci_high is not None:
+                ax.errorbar([cohort.mean_delta], [at], xerr=[[cohort.mean_delta - cohort.mean_ci_low],
+                                                             [cohort.mean_ci_high - cohort.mean_delta]],
+                            fmt="none", color=PALETTE["black"], ecolor=PALETTE["black"], elinewidth=1.0, capsize=3, zorder=4)
+            ax.scatter([cohort.mean_delta], [at], marker="s", s=30, facecolors="white", edgecolors=PALETTE["black"],
+                       linewidths=1.2, zorder=5,
+                       label=f"mean ({cohort.ci_level:.0%} interval, the harm guards')" if "mean" not in seen else None)
+            seen.add("mean")
     ax.set_yticks(range(len(cohorts)))
     ax.set_yticklabels([f"{c.name}\n{c.scored} scored" for c in cohorts])
     ax.set_ylim(-0.6, max(0.6, len(cohorts) - 0.4))
