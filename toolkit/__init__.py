@@ -57,7 +57,7 @@ _LAZY = {
     # statistics
     "pass_at": "stats", "bootstrap_ci": "stats", "clustered_mean": "stats", "sign_flip_test": "stats", "wilson": "stats", "compare_runs": "stats",
     "delta_report": "stats", "eval_variance": "stats", "group_signal": "stats", "holdout_size": "stats",
-    "detectable_effect": "stats", "judge_agreement": "stats", "interval_coverage_study": "stats",
+    "detectable_effect": "stats", "judge_agreement": "stats", "judge_corrected": "stats", "interval_coverage_study": "stats",
     "paired_power_study": "stats", "pass_at_k_bias_study": "stats",
     # grading and log-probabilities
     "grade": "grading", "conduct_grader": "grading", "judge_trust": "grading", "model_judge": "grading",

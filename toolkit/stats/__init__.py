@@ -29,6 +29,7 @@ from toolkit.stats.passk import (
     run_config,
 )
 from toolkit.stats.power import DetectableEffect, HoldoutSize, detectable_effect, holdout_size
+from toolkit.stats.ppi import JudgeCorrected, judge_corrected
 from toolkit.stats.resampling import (
     BootstrapResult,
     ClusteredMean,
@@ -75,6 +76,8 @@ __all__ = [
     "WilsonInterval",
     "judge_agreement",
     "JudgeAgreement",
+    "judge_corrected",
+    "JudgeCorrected",
     "metric_summary",
     "MetricSummary",
     "marker_summary",

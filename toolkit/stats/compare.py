@@ -881,6 +881,8 @@ class DeltaReport(Result):
     an interval) and did not regress; it does not say the change helped. ``tasks_needed`` is how many paired tasks would detect
     the measured target delta with power 0.8 (:func:`toolkit.holdout_size` on the measured
     paired sd). ``report["hedging"]`` returns that metric's :class:`MetricDelta`.
+    ``judge_corrected`` is the :class:`toolkit.stats.JudgeCorrected` paired delta of
+    ``delta_report(gold=)`` (None without gold labels on both sides).
     """
 
     headline: str
@@ -908,6 +910,7 @@ class DeltaReport(Result):
     n_comparisons: int = 0
     interval_level: float | None = None
     cluster_by: str | None = None
+    judge_corrected: Any = None
 
     def __getitem__(self, name: str) -> MetricDelta:
         for metric in self.metrics:
@@ -971,6 +974,8 @@ class DeltaReport(Result):
             lines.append(f"  clustered by {self.cluster_by}")
         for metric in self.metrics:
             lines.append(f"  {metric}")
+        if self.judge_corrected is not None:
+            lines.append(f"  gold-checked: {self.judge_corrected}")
         if self.slices:
             lines.append(f"  slices by {self.slice_by}:")
             lines.extend(f"    {part}" for part in self.slices)
@@ -1295,6 +1300,7 @@ def delta_report(
     n_resamples: int = 10_000,
     cluster: Any = None,
     correction: str | None = "holm",
+    gold: str | None = None,
 ) -> DeltaReport:
     """Before/after report on held-out tasks: did the change help, and can we tell?
 
@@ -1350,6 +1356,13 @@ def delta_report(
         false-coverage-rate intervals of Benjamini & Yekutieli 2005), or None (each at
         ``alpha``, with a warning from 4 comparisons up). With a correction, a secondary
         move counts only when the target moved; a guard's regression always counts.
+    gold : str or None, optional
+        A row field holding gold labels on a random subset of each run's rows (None
+        elsewhere), when ``reward`` is a judge's. With labels on both sides and the target
+        pass@1, the paired delta is also estimated judge-corrected
+        (:func:`toolkit.judge_corrected`, prediction-powered) and the report prints it; a
+        gain the corrected interval does not confirm (it reaches 0) fails the report, and a
+        corrected interval wholly below 0 fails it as a regression. Default None.
 
     Returns
     -------
@@ -1599,6 +1612,11 @@ def delta_report(
                 "whether it is re-run noise"
             )
 
+    corrected = None
+    if gold is not None:
+        corrected = _judge_corrected_target(rows_before, rows_after, gold, target, target_delta, level, cluster,
+                                            seed, n_resamples, failed, warnings)
+
     # ---- headline and ok
     headline = _headline(not_comparable, failed, target_delta, unreplicated, seed_counts)
     # Nothing measured is not "no regression": a gate reading ok must not pass empty data.
@@ -1624,8 +1642,43 @@ def delta_report(
         n_rows_before=len(rows_before), n_rows_after=len(rows_after),
         trained_arms=trained, n_train_runs_before=seed_counts[0], n_train_runs_after=seed_counts[1],
         correction=correction if tested else None, n_comparisons=n_comparisons,
-        interval_level=interval_level, cluster_by=cluster_by,
+        interval_level=interval_level, cluster_by=cluster_by, judge_corrected=corrected,
     )
+
+
+def _judge_corrected_target(rows_before, rows_after, gold, target, target_delta, level, cluster, seed,
+                            n_resamples, failed: list[str], warnings: list[str]):
+    """The judge-corrected paired delta of pass@1 (``delta_report(gold=)``), and what it
+    changes: a judge's gain it does not confirm, or a regression it shows, is a failed check."""
+    from toolkit.stats.ppi import judge_corrected
+
+    if not isinstance(gold, str) or not gold:
+        raise ConfigError(f"gold must be a row field name or None; got {gold!r}")
+    if target != "pass_at_1":
+        warnings.append(f"gold={gold!r} corrects pass@1 only; the target is {target}, so no correction was made")
+        return None
+    missing = [arm for arm, rows in (("before", rows_before), ("after", rows_after))
+               if not any(row.get(gold) is not None for row in rows)]
+    if missing:
+        warnings.append(f"gold={gold!r}: no {' and no '.join(missing)} row carries a gold label, so the "
+                        "target is the judge's alone (label a random subset of each run's rows)")
+        return None
+    corrected = judge_corrected(rows_after, baseline=rows_before, gold=gold, level=level, cluster=cluster,
+                                n_resamples=n_resamples, seed=seed if isinstance(seed, int) else 0)
+    if corrected.low is None:
+        warnings.append(f"judge-corrected target could not be computed: {corrected.note}")
+        return corrected
+    gain = target_delta.gain_verdict == "gain"
+    if corrected.high < 0:
+        failed.append(f"judge-corrected pass@1 regressed {corrected.estimate:+.3f} "
+                      f"[{corrected.low:+.3f}, {corrected.high:+.3f}] against {corrected.n_labelled} gold labels")
+    elif gain and corrected.low <= 0:
+        failed.append(f"the judge's gain is not confirmed against gold: judge-corrected pass@1 "
+                      f"{corrected.estimate:+.3f} [{corrected.low:+.3f}, {corrected.high:+.3f}] reaches 0")
+    elif not gain and corrected.low > 0:
+        warnings.append(f"judge-corrected pass@1 shows a gain ({corrected.estimate:+.3f} "
+                        f"[{corrected.low:+.3f}, {corrected.high:+.3f}]) the judge's delta alone does not")
+    return corrected
 
 
 def _check_guards(
