@@ -314,9 +314,52 @@ def ppi_coverage(sims: int) -> None:
         print(f"  {judge:<7} 100+100  corrected {rate(hits['corrected'], sims)}  judge only {rate(hits['judge'], sims)}")
 
 
+def sequential_stopping(sims: int) -> None:
+    """``tk.stats.confidence_sequence`` watched after every task, against a fixed-n interval
+    watched the same way.
+
+    Null: pass@1 over 4 rollouts a task, task rates Beta(7, 3) (mean 0.7 = the threshold),
+    up to 400 tasks; a run "decides" the first time its interval excludes 0.7 (from 10
+    tasks on). Gap: paired deltas, every task moving from p = 0.6 to 0.7 over 4 rollouts a
+    side; tasks until the sequence excludes 0, against the fixed n that
+    ``tk.holdout_size(0.1, base=0.6, k=4)`` asks for.
+    """
+    from scipy.stats import t as student_t
+
+    runs = min(sims, 500)
+    print(f"confidence_sequence: false decisions when the truth sits at the threshold ({runs} runs, target <= 0.05)")
+    rng = np.random.default_rng(41_000)
+    sequence = peeking = 0
+    n = np.arange(1, 401)
+    for _ in range(runs):
+        values = rng.binomial(K, rng.beta(7, 3, 400)) / K
+        sequence += tk.stats.confidence_sequence(values).decided(0.7)[0] is not None
+        means = np.cumsum(values) / n
+        sd = np.sqrt(np.maximum(np.cumsum(values**2) / n - means**2, 0) * n / np.maximum(n - 1, 1))
+        half = student_t.ppf(0.975, np.maximum(n - 1, 1)) * sd / np.sqrt(n)
+        peeking += bool(np.any((np.abs(means - 0.7) > half)[9:]))
+    print(f"  anytime-valid sequence  {rate(sequence, runs):>16}")
+    print(f"  t interval, peeked      {rate(peeking, runs):>16}")
+    fixed = tk.holdout_size(0.1, base=0.6, k=K).n
+    rng = np.random.default_rng(42_000)
+    stops = []
+    for _ in range(runs):
+        deltas = (rng.binomial(K, 0.7, 4 * fixed) - rng.binomial(K, 0.6, 4 * fixed)) / K
+        at, side = tk.stats.confidence_sequence(deltas, bounds=(-1, 1)).decided(0.0)
+        stops.append(at if side == "above" else np.inf)
+    stops = np.array(stops)
+    decided = np.isfinite(stops)
+    print(f"confidence_sequence: paired gain +0.10 from 0.6 ({runs} runs, up to {4 * fixed} tasks)")
+    print(f"  holdout_size asks for {fixed} tasks (fixed n, power 0.8)")
+    print(f"  sequence decided by {fixed} tasks: {np.mean(stops <= fixed):.3f}; by {2 * fixed}: "
+          f"{np.mean(stops <= 2 * fixed):.3f}; by {4 * fixed}: {decided.mean():.3f}")
+    print(f"  median tasks to decision {np.median(stops):.0f} ({np.median(stops) / fixed:.2f}x the fixed n)")
+
+
 CELLS = {
     "kl_task": kl_task_coverage,
     "ppi": ppi_coverage,
+    "sequential": sequential_stopping,
     "pass_at_1": pass_at_1_coverage,
     "pass_pow_k": pass_pow_k_coverage,
     "paired_delta": paired_delta_coverage,

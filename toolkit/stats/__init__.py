@@ -39,6 +39,7 @@ from toolkit.stats.resampling import (
     clustered_mean,
     sign_flip_test,
 )
+from toolkit.stats.sequential import ConfidenceSequence, confidence_sequence
 from toolkit.stats.studies import (
     IntervalCoverageStudy,
     PairedPowerStudy,
@@ -78,6 +79,8 @@ __all__ = [
     "JudgeAgreement",
     "judge_corrected",
     "JudgeCorrected",
+    "confidence_sequence",
+    "ConfidenceSequence",
     "metric_summary",
     "MetricSummary",
     "marker_summary",

@@ -301,19 +301,21 @@ def judge_corrected(
     Measured (``benchmarks/bench_calibration.py --only ppi``, 1,000 suites a cell, Monte
     Carlo se about 0.007; 200 tasks x 4 rollouts, task pass rates Beta(2, 2), truth 0.5):
 
-    ==============================  ======  =========  ==========  =========  =============
-    judge                           labels  corrected  judge only  gold only  width vs gold
-    ==============================  ======  =========  ==========  =========  =============
-    passes 30% of fails, fails 5%   10      0.940      0.000       0.969      0.72
-    of passes (its rate 0.625)      30      0.915      0.000       0.949      0.74
-    \                               100     0.962      0.000       0.957      0.79
-    \                               300     0.952      0.000       0.951      0.85
-    flips 5% either way (unbiased)  10      0.978      0.953       0.967      0.56
-    \                               30      0.950      0.932       0.941      0.46
-    \                               100     0.956      0.961       0.958      0.57
-    \                               300     0.954      0.962       0.953      0.75
-    ==============================  ======  =========  ==========  =========  =============
+    ========  ======  =========  ==========  =========  =============
+    judge     labels  corrected  judge only  gold only  width vs gold
+    ========  ======  =========  ==========  =========  =============
+    biased    10      0.940      0.000       0.969      0.72
+    biased    30      0.915      0.000       0.949      0.74
+    biased    100     0.962      0.000       0.957      0.79
+    biased    300     0.952      0.000       0.951      0.85
+    good      10      0.978      0.953       0.967      0.56
+    good      30      0.950      0.932       0.941      0.46
+    good      100     0.956      0.961       0.958      0.57
+    good      300     0.954      0.962       0.953      0.75
+    ========  ======  =========  ==========  =========  =============
 
+    "biased" passes 30% of failures and fails 5% of passes (its own rate is 0.625);
+    "good" flips 5% of rows either way (its rate is the truth's).
     With the good judge and 100 labels the corrected interval is worth a median 312 gold
     labels. The paired delta of two runs (``baseline=``, 100 labels each, truth +0.082)
     covered 0.940 with the biased judge (judge only 0.746) and 0.935 with the good one.
