@@ -324,22 +324,11 @@ def sequential_stopping(sims: int) -> None:
     side; tasks until the sequence excludes 0, against the fixed n that
     ``tk.holdout_size(0.1, base=0.6, k=4)`` asks for.
     """
-    from scipy.stats import t as student_t
-
     runs = min(sims, 500)
     print(f"confidence_sequence: false decisions when the truth sits at the threshold ({runs} runs, target <= 0.05)")
-    rng = np.random.default_rng(41_000)
-    sequence = peeking = 0
-    n = np.arange(1, 401)
-    for _ in range(runs):
-        values = rng.binomial(K, rng.beta(7, 3, 400)) / K
-        sequence += tk.stats.confidence_sequence(values).decided(0.7)[0] is not None
-        means = np.cumsum(values) / n
-        sd = np.sqrt(np.maximum(np.cumsum(values**2) / n - means**2, 0) * n / np.maximum(n - 1, 1))
-        half = student_t.ppf(0.975, np.maximum(n - 1, 1)) * sd / np.sqrt(n)
-        peeking += bool(np.any((np.abs(means - 0.7) > half)[9:]))
-    print(f"  anytime-valid sequence  {rate(sequence, runs):>16}")
-    print(f"  t interval, peeked      {rate(peeking, runs):>16}")
+    study = tk.stats.stopping_study(truth=0.7, n_units=400, k=K, runs=runs, seed=41_000)
+    print(f"  anytime-valid sequence  {rate(round(study.sequence_rate * runs), runs):>16}")
+    print(f"  t interval, peeked      {rate(round(study.peeking_rate * runs), runs):>16}")
     fixed = tk.holdout_size(0.1, base=0.6, k=K).n
     rng = np.random.default_rng(42_000)
     stops = []

@@ -234,11 +234,34 @@ def _builders(tmp_path, monkeypatch):
             "large": lambda: Drawn(plots.power_study_figure(
                 tk.paired_power_study(n_tasks=(20, 50, 90, 140), effect=0.1, repeats=4, n_trials=20, seed=0), holdout=120)),
         },
+        "judge_corrected_figure": {
+            "small": lambda: Drawn(plots.judge_corrected_figure(tk.judge_corrected(_ppi_rows(20, 40)))),
+            "large": lambda: Drawn(plots.judge_corrected_figure(
+                tk.judge_corrected(_ppi_rows(400, 300), baseline=_ppi_rows(400, 300, seed=1)), truth=0.0)),
+        },
+        "confidence_sequence_figure": {
+            "small": lambda: Drawn(plots.confidence_sequence_figure(
+                tk.stats.confidence_sequence(np.random.default_rng(0).beta(2, 2, 12)), threshold=0.5)),
+            # decided early: the decision line sits where the bands are widest
+            "large": lambda: Drawn(plots.confidence_sequence_figure(
+                tk.stats.confidence_sequence(np.random.default_rng(0).beta(8, 2, 2000)), threshold=0.5, truth=0.8)),
+        },
         "whatif_figure": {
             "small": lambda: _whatif(_whatif_verdict(tmp_path, monkeypatch)),
             "large": lambda: _whatif(_whatif_verdict(tmp_path, monkeypatch, large=True)),
         },
     }
+
+
+def _ppi_rows(n_tasks, labels, seed=0):
+    """4 rollouts a task at Beta(2, 2) rates, a judge passing 30% of failures, ``labels`` gold rows."""
+    rng = np.random.default_rng(seed)
+    outcome = rng.random((n_tasks, 4)) < rng.beta(2, 2, n_tasks)[:, None]
+    judged = outcome | (rng.random(outcome.shape) < 0.3)
+    labelled = set(rng.choice(outcome.size, labels, replace=False).tolist())
+    return [{"task_id": f"t{i}", "reward": int(judged[i, j]),
+             "gold_reward": int(outcome[i, j]) if i * 4 + j in labelled else None}
+            for i in range(n_tasks) for j in range(4)]
 
 
 def _sampled_points():

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from scipy.stats import t as student_t
 
+import toolkit as tk
 from toolkit.errors import ConfigError
 from toolkit.stats import confidence_sequence
 
@@ -94,3 +95,25 @@ def test_the_sequence_only_narrows():
 def test_bad_input_is_refused_by_name(values, kwargs, message):
     with pytest.raises(ConfigError, match=message.replace("[", r"\[")):
         confidence_sequence(values, **kwargs)
+
+
+def test_the_fixed_n_band_beside_it_is_scipys_t_interval():
+    values = np.random.default_rng(5).beta(2, 2, 50)
+    cs = confidence_sequence(values)
+    for t in (1, 9, 49):
+        sample = values[: t + 1]
+        low, high = student_t.interval(0.95, t, loc=sample.mean(), scale=sample.std(ddof=1) / math.sqrt(t + 1))
+        assert cs.fixed_low[t] == pytest.approx(max(0, low)) and cs.fixed_high[t] == pytest.approx(min(1, high))
+        if t >= 9:  # (at 2 units both are the whole range) the anytime-valid one is wider
+            assert cs.high[t] - cs.low[t] > cs.fixed_high[t] - cs.fixed_low[t]
+    assert cs.fixed_low[0] is None
+
+
+def test_stopping_study_counts_more_false_decisions_at_a_lower_level():
+    strict = tk.stats.stopping_study(runs=60, n_units=150, level=0.95, seed=3)
+    loose = tk.stats.stopping_study(runs=60, n_units=150, level=0.8, seed=3)
+    assert loose.sequence_rate >= strict.sequence_rate and loose.peeking_rate > strict.peeking_rate
+    assert strict.peeking_rate > strict.sequence_rate
+    assert "anytime-valid sequence" in str(strict) and "nominal 0.05" in str(strict)
+    with pytest.raises(ConfigError, match="first_look"):
+        tk.stats.stopping_study(n_units=5, first_look=10)

@@ -6,7 +6,7 @@ Each figure module's public names are imported by name below; ``__all__`` is wri
 from toolkit.plots._style import PALETTE, enable_notebook_display, export_figure, new_figure
 from toolkit.plots.coverage import coverage_curves, coverage_heatmap, design_sizes
 from toolkit.plots.faults import pass_rate_vs_fault_rate
-from toolkit.plots.judging import judge_confusion, kl_by_task, rl_band
+from toolkit.plots.judging import judge_confusion, judge_corrected_figure, kl_by_task, rl_band
 from toolkit.plots.live import run_progress_figure
 from toolkit.plots.statistics import (
     bias_study_figure,
@@ -15,6 +15,7 @@ from toolkit.plots.statistics import (
     pass_at_k_curve,
     power_study_figure,
 )
+from toolkit.plots.stopping import confidence_sequence_figure
 from toolkit.plots.whatif import whatif_figure
 
 __all__ = [
@@ -29,6 +30,8 @@ __all__ = [
     "power_study_figure",
     "kl_by_task",
     "judge_confusion",
+    "judge_corrected_figure",
+    "confidence_sequence_figure",
     "rl_band",
     "whatif_figure",
     "coverage_heatmap",

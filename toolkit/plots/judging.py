@@ -19,7 +19,7 @@ from toolkit.plots._style import PALETTE, legend_below, new_figure, paper_rc, st
 from toolkit.rows._read import as_row_list
 from toolkit.stats import judge_agreement, mean_interval, wilson
 
-__all__ = ["kl_by_task", "judge_confusion", "rl_band"]
+__all__ = ["kl_by_task", "judge_confusion", "judge_corrected_figure", "rl_band"]
 
 @styled
 def kl_by_task(
@@ -265,4 +265,50 @@ def rl_band(selection: Any, *, width: float = 5.0, height: float = 2.8) -> Figur
     ax.set_xlabel("group pass rate")
     ax.set_title(f"GRPO selection: {len(selection.groups)} groups kept of {len(reasons)}")
     ax.legend(loc="center left", bbox_to_anchor=(1.0, 0.5), fontsize=7)
+    return figure
+
+
+@styled
+def judge_corrected_figure(result: Any, *, truth: float | None = None, width: float = 5.5,
+                           height: float = 2.4) -> Figure:
+    """The judge-only, gold-only and judge-corrected estimates of one pass@1 (or paired
+    delta) with their intervals, one row each, and the truth as a dashed line when known.
+
+    Parameters
+    ----------
+    result : JudgeCorrected
+        What :func:`toolkit.judge_corrected` returned.
+    truth : float, optional
+        The true value, for simulations (drawn as a dashed line, named in the legend).
+    width, height : float
+        Figure size in inches. Default 5.5 x 2.4.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    estimates = [
+        (f"judge only ({result.n_rows} rows)", result.judge_only, PALETTE["vermillion"]),
+        (f"gold only ({result.n_labelled} labels)", result.gold_only, PALETTE["grey"]),
+        ("judge-corrected (PPI++)", (result.estimate, result.low, result.high), PALETTE["blue"]),
+    ]
+    figure, ax = new_figure(width, height)
+    for y, (label, (point, low, high), colour) in enumerate(estimates):
+        if point is None:
+            ax.text(0.5, y, "not computed", transform=ax.get_yaxis_transform(), va="center",
+                    color=PALETTE["grey"], fontsize=8)
+            continue
+        if low is None:
+            ax.plot([point], [y], "o", color=colour)
+        else:
+            ax.errorbar(point, y, xerr=[[point - low], [high - point]], fmt="o", color=colour, capsize=3)
+    if truth is not None:
+        ax.axvline(truth, color=PALETTE["black"], linestyle="--", linewidth=1, label=f"truth {truth:g}")
+        legend_below(figure)
+    ax.set_yticks(range(len(estimates)))
+    ax.set_yticklabels([label for label, _, _ in estimates])
+    ax.set_ylim(len(estimates) - 0.5, -0.5)
+    what = "paired delta pass@1" if result.paired else "pass@1"
+    ax.set_xlabel(f"{what}, {result.level:.0%} interval over {result.n_tasks} tasks")
+    ax.set_title(f"{what}: judge, gold, and judge corrected")
     return figure

@@ -39,7 +39,7 @@ from toolkit.stats.resampling import (
     clustered_mean,
     sign_flip_test,
 )
-from toolkit.stats.sequential import ConfidenceSequence, confidence_sequence
+from toolkit.stats.sequential import ConfidenceSequence, StoppingStudy, confidence_sequence, stopping_study
 from toolkit.stats.studies import (
     IntervalCoverageStudy,
     PairedPowerStudy,
@@ -81,6 +81,8 @@ __all__ = [
     "JudgeCorrected",
     "confidence_sequence",
     "ConfidenceSequence",
+    "stopping_study",
+    "StoppingStudy",
     "metric_summary",
     "MetricSummary",
     "marker_summary",

@@ -1,5 +1,7 @@
 """Judge-corrected pass rates: prediction-powered inference over tasks.
 
+Design notes and sources: docs/design/judges_and_stopping.md.
+
 An LLM judge scores every row; a person labels a random subset (``gold``). The judge's
 rate alone is biased by whatever the judge gets wrong; the gold rate alone ignores the
 thousands of judged rows. Prediction-powered inference (Angelopoulos, Bates, Fannjiang,

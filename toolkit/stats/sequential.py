@@ -1,5 +1,7 @@
 """Anytime-valid confidence sequences for a mean over tasks, read as tasks complete.
 
+Design notes and sources: docs/design/judges_and_stopping.md.
+
 A fixed-n interval read again after every task is not valid: stopping the first time it
 clears a threshold inflates the false-decision rate far above alpha (measured in
 ``benchmarks/bench_calibration.py --only sequential``). A confidence sequence
@@ -40,11 +42,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy.stats import t as student_t
 
 from toolkit._util.results import Result
 from toolkit.errors import ConfigError
 
-__all__ = ["confidence_sequence", "ConfidenceSequence"]
+__all__ = ["confidence_sequence", "ConfidenceSequence", "stopping_study", "StoppingStudy"]
 
 # The bet cap: half the largest bet that keeps capital nonnegative, the paper's default
 # ("c = 1/2 or 3/4"); 1/2 trades a little width for robustness to early extreme values.
@@ -59,12 +62,17 @@ class ConfidenceSequence(Result):
     """Anytime-valid bounds after each unit: ``low[t]`` / ``high[t]`` after ``t + 1`` units.
 
     ``decided(threshold)`` gives the first unit count at which the sequence lies wholly
-    above or below ``threshold``, and which side, or ``(None, None)``.
+    above or below ``threshold``, and which side, or ``(None, None)``. ``fixed_low`` /
+    ``fixed_high`` are the fixed-n Student t interval at each count (None before 2 units),
+    valid only when the count was fixed in advance; they are there to be drawn beside the
+    sequence, never to stop on.
     """
 
     low: tuple[float, ...]
     high: tuple[float, ...]
     means: tuple[float, ...]
+    fixed_low: tuple[float | None, ...]
+    fixed_high: tuple[float | None, ...]
     level: float
     bounds: tuple[float, float]
     method: str
@@ -174,5 +182,80 @@ def confidence_sequence(values: Any, *, level: float = 0.95, bounds: Sequence[fl
         lows.append(low + (high - low) * max(0.0, lo))
         highs.append(low + (high - low) * min(1.0, hi))
         means.append(low + (high - low) * total / i)
-    return ConfidenceSequence(tuple(lows), tuple(highs), tuple(means), float(level), (low, high),
+    counts = np.arange(1, n + 1)
+    running = np.cumsum(data) / np.maximum(counts, 1)
+    spread = np.sqrt(np.maximum(np.cumsum(data**2) / counts - running**2, 0.0) * counts / np.maximum(counts - 1, 1))
+    half = student_t.ppf(1.0 - alpha / 2.0, np.maximum(counts - 1, 1)) * spread / np.sqrt(counts)
+    fixed_low = tuple(None if c < 2 else float(max(low, m - h)) for c, m, h in zip(counts, running, half))
+    fixed_high = tuple(None if c < 2 else float(min(high, m + h)) for c, m, h in zip(counts, running, half))
+    return ConfidenceSequence(tuple(lows), tuple(highs), tuple(means), fixed_low, fixed_high, float(level), (low, high),
                               "hedged-capital betting (Waudby-Smith & Ramdas 2024)")
+
+
+@dataclass(frozen=True)
+class StoppingStudy(Result):
+    """How often a watcher who stops at the first exclusion of the truth decides falsely,
+    with the anytime-valid sequence and with a fixed-n t interval read after every unit."""
+
+    sequence_rate: float
+    peeking_rate: float
+    runs: int
+    n_units: int
+    first_look: int
+    level: float
+
+    def __str__(self) -> str:
+        se = math.sqrt(max(self.sequence_rate * (1 - self.sequence_rate), 1e-12) / self.runs)
+        peek_se = math.sqrt(max(self.peeking_rate * (1 - self.peeking_rate), 1e-12) / self.runs)
+        return (f"false decisions over {self.runs} runs of {self.n_units} units, looking after every unit from "
+                f"unit {self.first_look}: anytime-valid sequence {self.sequence_rate:.3f} +/- {se:.3f}, fixed-n t "
+                f"interval {self.peeking_rate:.3f} +/- {peek_se:.3f} (nominal {1 - self.level:.2f})")
+
+
+def stopping_study(*, truth: float = 0.7, n_units: int = 400, k: int = 4, runs: int = 200, level: float = 0.95,
+                   first_look: int = 10, seed: int = 0) -> StoppingStudy:
+    """Simulate watching: pass@1 with the truth exactly at the threshold, read after every task.
+
+    Each run draws ``n_units`` tasks with pass rates Beta(a, b) of mean ``truth`` (a + b = 10)
+    and ``k`` rollouts each; a run counts as a false decision when, from unit
+    ``first_look`` on, the interval ever excludes ``truth``.
+
+    Parameters
+    ----------
+    truth : float, optional
+        The true pass@1, which is also the threshold; in (0, 1). Default 0.7.
+    n_units : int, optional
+        Tasks per run (the most a watcher waits); default 400.
+    k : int, optional
+        Rollouts per task; default 4.
+    runs : int, optional
+        Simulated runs; default 200.
+    level : float, optional
+        Confidence level of both intervals; default 0.95.
+    first_look : int, optional
+        The first unit count a watcher reads (earlier intervals are all-covering); default 10.
+    seed : int, optional
+        Seed; default 0.
+
+    Returns
+    -------
+    StoppingStudy
+        The two false-decision rates.
+    """
+    if not 0 < truth < 1:
+        raise ConfigError(f"truth must be in (0, 1); got {truth!r}")
+    for name, value in (("n_units", n_units), ("k", k), ("runs", runs), ("first_look", first_look)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ConfigError(f"{name} must be a positive integer; got {value!r}")
+    if first_look >= n_units:
+        raise ConfigError(f"first_look ({first_look}) must be below n_units ({n_units})")
+    rng = np.random.default_rng(seed)
+    sequence = peeking = 0
+    for _ in range(runs):
+        values = rng.binomial(k, rng.beta(10 * truth, 10 * (1 - truth), n_units)) / k
+        cs = confidence_sequence(values, level=level)
+        sequence += cs.decided(truth)[0] is not None
+        low = np.array([np.nan if v is None else v for v in cs.fixed_low[first_look - 1:]])
+        high = np.array([np.nan if v is None else v for v in cs.fixed_high[first_look - 1:]])
+        peeking += bool(np.any((low > truth) | (high < truth)))
+    return StoppingStudy(sequence / runs, peeking / runs, runs, n_units, first_look, float(level))
