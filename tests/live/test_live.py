@@ -191,7 +191,7 @@ def test_run_progress_figure_draws_bands_and_n():
     left, right = figure.axes
     assert left.collections and right.collections  # interval bands
     labels = [t.get_text() for t in left.get_legend().get_texts()]
-    assert labels == ["pass@1 (n=8 tasks)", "pass@4 (n=8 tasks)"]
+    assert labels == ["pass@1 (n=8 tasks)", "pass@4 (n=8 tasks)", "pass@1 anytime-valid 95%"]
     assert "(32 rows, " in right.get_legend().get_texts()[0].get_text()
 
 
@@ -680,3 +680,70 @@ def test_advanced_tooltips_say_no_ceiling(offline):
     dashboard = _dashboard(offline)
     tooltip = dashboard.advanced_controls["tier_mix_min_rows"].tooltip
     assert "allowed 1 .. no ceiling" in tooltip and "4611686018427387904" not in tooltip
+
+
+def _interleaved(n_tasks=120, k=4, rate=0.85, seed=0):
+    """Rows of tasks landing interleaved (a task completes when its k-th row lands)."""
+    rng = np.random.default_rng(seed)
+    rows = [{"scenario_id": f"t{i}", "rollout_index": j, "reward": int(rng.random() < rate)}
+            for i in range(n_tasks) for j in range(k)]
+    order = rng.permutation(len(rows))
+    return [rows[i] for i in order]
+
+
+def test_tracker_decides_where_the_confidence_sequence_first_excludes_the_threshold():
+    """Reference: tk.stats.confidence_sequence over each task's mean, taken in the order
+    tasks got their k-th row, recomputed here from the rows."""
+    rows = _interleaved()
+    tracker = ProgressTracker(k=4, threshold=0.7)
+    tracker.extend(rows)
+    point = tracker.point()
+    seen, values, completed_at = {}, [], []
+    for position, row in enumerate(rows, start=1):
+        seen.setdefault(row["scenario_id"], []).append(row["reward"])
+        if len(seen[row["scenario_id"]]) == 4:
+            values.append(sum(seen[row["scenario_id"]]) / 4)
+            completed_at.append(position)
+    sequence = tk.stats.confidence_sequence(values)
+    at, side = sequence.decided(0.7)
+    assert point.decided == side == "above"
+    assert point.decided_at_rows == completed_at[at - 1]
+    assert point.n_tasks_complete == len(values)
+    assert point.sequence_low == pytest.approx(sequence.low[-1]) and point.sequence_high == pytest.approx(sequence.high[-1])
+    assert f"decided above 0.7 at {point.decided_at_rows} rows" in str(point)
+    # no question, no decision; the bounds are there all the same
+    plain = ProgressTracker(k=4)
+    plain.extend(rows)
+    unasked = plain.point()
+    assert unasked.decided is None and unasked.sequence_low == point.sequence_low
+    with pytest.raises(tk.ConfigError, match="threshold"):
+        ProgressTracker(threshold=1.5)
+
+
+def test_the_figure_draws_the_anytime_bounds_and_marks_the_decision():
+    progress = run_progress(_interleaved(), k=4, threshold=0.7, checkpoints=8)
+    figure = tk.plots.run_progress_figure(progress)
+    labels = [t.get_text() for t in figure.axes[0].get_legend().get_texts()]
+    assert "pass@1 anytime-valid 95%" in labels and "threshold 0.7" in labels
+    decided = progress.points[-1].decided_at_rows
+    assert f"decided above at {decided} rows" in labels
+    live = tk.plots.run_progress_figure(progress, layout=None, legend=False)
+    assert "decided above 0.7" in live.axes[0].get_title()
+    undecided = run_progress(_interleaved(rate=0.7, n_tasks=30), k=4, threshold=0.7, checkpoints=4)
+    title = tk.plots.run_progress_figure(undecided, layout=None, legend=False).axes[0].get_title()
+    assert "0.7 not decided yet" in title
+
+
+def test_dashboard_threshold_reaches_the_status_line(offline):
+    dashboard = tk.Dashboard(**offline, budget=48, repeats=4, repeat_policy="fixed", threshold=0.3,
+                             refresh_seconds=0.05, max_duty=1.0)
+    dashboard.run()
+    assert dashboard.wait(180) and dashboard.error is None, dashboard.error
+    last = dashboard.progress.points[-1]
+    assert last.threshold == 0.3
+    if last.decided:
+        assert f"decided {last.decided} 0.3 at {last.decided_at_rows} rows (anytime-valid)" in dashboard.status_text
+    else:
+        assert "0.3 not decided by the anytime-valid bounds" in dashboard.status_text
+    with pytest.raises(tk.ConfigError, match="threshold"):
+        tk.Dashboard(**offline, threshold=0)

@@ -135,6 +135,11 @@ class Dashboard:
     title : str or None, default None
         The dashboard's heading and the title of the live and final figures; None shows
         "toolkit simulation dashboard" as the heading and no figure title.
+    threshold : float or None, default None
+        A pass@1 in (0, 1) the run is asked about. The pass@1 panel then draws the
+        anytime-valid bounds (dashed; :func:`toolkit.stats.confidence_sequence`, safe to
+        watch, unlike the bootstrap band), the threshold, and the row at which the bounds
+        first excluded it; the status line says whether and where it was decided.
     **simulate_kwargs
         Any other ``simulate`` keyword (budget, mode, fault_rate, advanced, ...). They set
         the controls' starting values (a value a control cannot show is refused, never
@@ -168,7 +173,8 @@ class Dashboard:
 
     def __init__(self, agent: Any = None, *, tools: Any = None, system_prompt: str | None = None,
                  grader: Any = None, reference: Any = None, refresh_seconds: float = 0.5,
-                 max_duty: float = 0.03, title: str | None = None, **simulate_kwargs: Any):
+                 max_duty: float = 0.03, title: str | None = None, threshold: float | None = None,
+                 **simulate_kwargs: Any):
         parameters = inspect.signature(simulate).parameters
         for name in simulate_kwargs:
             if name in _OWNED:
@@ -180,7 +186,8 @@ class Dashboard:
         if not 0 < max_duty <= 1:
             raise ConfigError(f"max_duty must be in (0, 1]; got {max_duty!r}")
         # a bad reference (a misspelled model spec, a number) is refused here, not at Run
-        ProgressTracker(reference=reference)
+        ProgressTracker(reference=reference, threshold=threshold)  # and a bad threshold
+        self.threshold = threshold
         self.agent = agent
         self.tools = tools
         self.system_prompt = system_prompt
@@ -505,7 +512,7 @@ class Dashboard:
         seed = kwargs.get("seed") or 0
         self._run_reference = self._resolve_reference(seed)
         self.about.value = self._about_html()
-        self._tracker = ProgressTracker(k=k, reference=self._run_reference, seed=seed)
+        self._tracker = ProgressTracker(k=k, reference=self._run_reference, seed=seed, threshold=self.threshold)
         self._stop_event = threading.Event()
         self._finished.clear()
         self._started_at = time.monotonic()
@@ -634,6 +641,11 @@ class Dashboard:
             extra += f" · pass@1 {point.pass_at_1:.2f}"
             if point.pass_at_k is not None:
                 extra += f" · pass@{point.k} {point.pass_at_k:.2f}"
+        if point is not None and point.threshold is not None:
+            extra += (f" · decided {point.decided} {point.threshold:g} at {point.decided_at_rows} rows (anytime-valid)"
+                      if point.decided else
+                      f" · {point.threshold:g} not decided by the anytime-valid bounds "
+                      f"({point.n_tasks_complete} tasks complete)")
         if point is not None and point.mean_kl is not None:
             extra += f" · KL {point.mean_kl:.4f}/token over {point.kl_rows_text()}"
             if point.kl_is_sample:

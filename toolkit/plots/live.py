@@ -101,15 +101,32 @@ def run_progress_figure(progress: Any, *, title: str | None = None, width: float
         low, high = _column(points, name + "_low"), _column(points, name + "_high")
         if np.isfinite(low).any():
             interval_band(left, x, low, high, color)
+    seq_low, seq_high = _column(points, "sequence_low"), _column(points, "sequence_high")
+    if drawn and np.isfinite(seq_low).any():
+        # the anytime-valid pass@1 bounds as dashed edges, not a fill: the bootstrap band is
+        # the estimate's, these are the ones that may be watched and stopped on
+        for edge in (seq_low, seq_high):
+            left.plot(x, edge, color=PALETTE["blue"], linestyle="--", linewidth=0.9,
+                      label="pass@1 anytime-valid 95%" if edge is seq_low else None)
+    if last is not None and last.threshold is not None:
+        left.axhline(last.threshold, color=PALETTE["grey"], linestyle=":", linewidth=1.0,
+                     label=f"threshold {last.threshold:g}")
+        if last.decided:
+            left.axvline(last.decided_at_rows, color=PALETTE["vermillion"], linewidth=1.0,
+                         label=f"decided {last.decided} at {last.decided_at_rows} rows")
     left.set_ylim(-0.02, 1.02)
     left.set_xlabel("rows landed")
     left.set_ylabel("probability")
+    decision = ""
+    if last is not None and last.threshold is not None:
+        decision = (f"; decided {last.decided} {last.threshold:g}" if last.decided
+                    else f"; {last.threshold:g} not decided yet")
     if legend or not drawn:
-        left.set_title("pass@1 and pass@k, 95% intervals over tasks")
+        left.set_title("pass@1 and pass@k, 95% intervals over tasks" + ("\n" + decision[2:] if decision else ""))
     else:
         # two lines, like the KL panel's: one line of both ran into the neighbour's title
         # at 410 tasks in the dashboard's 600 px frame
-        left.set_title(f"{', '.join(named)}\nn={last.n_tasks} tasks")
+        left.set_title(f"{', '.join(named)}\nn={last.n_tasks} tasks{decision}")
     if drawn and legend:
         # below the axes: inside, a legend hides the curves it names
         left.legend(loc="upper center", bbox_to_anchor=(0.5, -0.2), ncols=2, frameon=False)

@@ -37,9 +37,11 @@ from toolkit._util.hashing import stable_uniform
 from toolkit._util.keys import binary_reward, task_key
 from toolkit._util.results import Result
 from toolkit.agents import model_agent, parse_model_spec
+from toolkit.errors import ConfigError
 from toolkit.logprobs import reference_logprobs
 from toolkit.rows._read import as_row_list
 from toolkit.stats.passk import pass_at
+from toolkit.stats.sequential import SequenceState
 
 __all__ = ["ProgressPoint", "RunProgress", "ProgressTracker", "run_progress"]
 
@@ -56,6 +58,12 @@ LIVE_MIN_K = 2
 @dataclass(frozen=True)
 class ProgressPoint(Result):
     """The run's statistics after ``n_rows`` rows landed (``elapsed`` seconds in).
+
+    ``sequence_low`` / ``sequence_high`` are the anytime-valid bounds on pass@1
+    (:func:`toolkit.stats.confidence_sequence`) over the ``n_tasks_complete`` tasks with
+    all ``k`` graded rollouts, in the order they completed; unlike the bootstrap band they
+    may be watched. With a ``threshold``, ``decided`` is ``"above"`` / ``"below"`` once the
+    sequence excluded it, at ``decided_at_rows`` rows.
 
     KL is over ``n_kl_rows`` rows; ``n_kl_impossible`` more have probability 0 under the
     reference, and ``n_kl_pending`` rows with logprobs wait for reference scoring (a live
@@ -83,6 +91,12 @@ class ProgressPoint(Result):
     n_kl_impossible: int = 0
     n_kl_pending: int = 0
     note: str | None = None
+    sequence_low: float | None = None
+    sequence_high: float | None = None
+    n_tasks_complete: int = 0
+    threshold: float | None = None
+    decided: str | None = None
+    decided_at_rows: int | None = None
 
     @property
     def kl_is_sample(self) -> bool:
@@ -106,6 +120,9 @@ class ProgressPoint(Result):
         if self.mean_kl is not None:
             parts.append(f"KL {self.mean_kl:.4f} nats/token{_interval(self.mean_kl_low, self.mean_kl_high, 4)}"
                          f" over {self.kl_rows_text()}")
+        if self.decided:
+            parts.append(f"decided {self.decided} {self.threshold:g} at {self.decided_at_rows} rows "
+                         f"(anytime-valid, {self.n_tasks_complete} tasks complete)")
         if self.note:
             parts.append(self.note)
         return " | ".join(parts)
@@ -283,6 +300,9 @@ class ProgressTracker:
         overrides it for one call.
     seed : int, default 0
         Seeds the bootstraps and the random order in which rows are scored for KL.
+    threshold : float or None, default None
+        A pass@1 the run is asked about: each point then says whether the anytime-valid
+        sequence has decided it (``decided``, ``decided_at_rows``). None: no question.
 
     Raises
     ------
@@ -293,7 +313,11 @@ class ProgressTracker:
     """
 
     def __init__(self, *, k: int | None = None, reference: Any = None, level: float = 0.95,
-                 n_resamples: int = LIVE_RESAMPLES, seed: int = 0):
+                 n_resamples: int = LIVE_RESAMPLES, seed: int = 0, threshold: float | None = None):
+        if threshold is not None and not (isinstance(threshold, (int, float)) and not isinstance(threshold, bool)
+                                          and 0.0 < threshold < 1.0):
+            raise ConfigError(f"threshold must be a pass@1 strictly between 0 and 1, or None; got {threshold!r}")
+        self.threshold = threshold
         self.k = k
         self.reference = reference
         self.level = level
@@ -313,6 +337,11 @@ class ProgressTracker:
         self._kl_errors: list[str] = []
         self._kl_backlog: list[tuple[float, int, dict, float, int]] = []  # a heap
         self._sequence = 0
+        # anytime-valid pass@1: a task is one unit once it has every one of its k graded
+        # rollouts (its value fixed from then on), taken in the order tasks complete
+        self._task_rewards: dict[str, list[int]] = {}
+        self._pass_sequence = SequenceState(level=level)
+        self._decided: tuple[str, int] | None = None
 
     # -- rows in ------------------------------------------------------------------------
     def add(self, row: Mapping[str, Any]) -> None:
@@ -340,11 +369,13 @@ class ProgressTracker:
         """
         with self._lock:
             batch, self._pending = self._pending, []
+        first = self._n_rows
         self._n_rows += len(batch)
-        for row in batch:
+        for position, row in enumerate(batch, start=first + 1):
             reward = binary_reward(row)
             if reward is not None:
                 self._graded.append({"scenario_id": task_key(row), "reward": reward})
+                self._count_for_sequence(task_key(row), reward, position)
             logprob, n_tokens = _row_logprob(row)
             if logprob is None or not n_tokens or self._kl_errors:
                 self._kl_unscorable += 1
@@ -388,6 +419,18 @@ class ProgressTracker:
             if deadline is not None and time.perf_counter() >= deadline:
                 break
 
+    def _count_for_sequence(self, task: str, reward: int, n_rows: int) -> None:
+        rewards = self._task_rewards.setdefault(task, [])
+        rewards.append(reward)
+        if len(rewards) != (self.k or 1):
+            return  # not complete yet, or complete already (rows beyond k are not units)
+        self._pass_sequence.update(sum(rewards) / len(rewards))
+        if self.threshold is not None and self._decided is None:
+            if self._pass_sequence.low > self.threshold:
+                self._decided = ("above", n_rows)
+            elif self._pass_sequence.high < self.threshold:
+                self._decided = ("below", n_rows)
+
     # -- statistics out -----------------------------------------------------------------
     def point(self, elapsed: float | None = None, *, n_resamples: int | None = None,
               score_seconds: float | None = None) -> ProgressPoint:
@@ -398,12 +441,19 @@ class ProgressTracker:
         notes = []
         pass_fields = self._pass_fields(resamples, notes)
         kl_fields = self._kl_fields(resamples, notes)
+        sequence = self._pass_sequence
         return ProgressPoint(
             n_rows=self._n_rows,
             elapsed=None if elapsed is None else round(float(elapsed), 3),
             note="; ".join(notes) or None,
             **pass_fields,
             **kl_fields,
+            sequence_low=sequence.low if sequence.n else None,
+            sequence_high=sequence.high if sequence.n else None,
+            n_tasks_complete=sequence.n,
+            threshold=self.threshold,
+            decided=self._decided[0] if self._decided else None,
+            decided_at_rows=self._decided[1] if self._decided else None,
         )
 
     def _pass_fields(self, resamples: int, notes: list) -> dict:
@@ -474,7 +524,8 @@ class ProgressTracker:
 
 
 def run_progress(rows: Any, *, k: int | None = None, reference: Any = None, checkpoints: int = 30,
-                 level: float = 0.95, n_resamples: int = LIVE_RESAMPLES, seed: int = 0) -> RunProgress:
+                 level: float = 0.95, n_resamples: int = LIVE_RESAMPLES, seed: int = 0,
+                 threshold: float | None = None) -> RunProgress:
     """pass@1, pass@k and mean KL per token after each of ``checkpoints`` prefixes of ``rows``.
 
     Rows are taken in the order given (the order they landed in, for a run's rows), so the
@@ -502,6 +553,8 @@ def run_progress(rows: Any, *, k: int | None = None, reference: Any = None, chec
         Bootstrap resamples per interval.
     seed : int, default 0
         Seeds the bootstraps.
+    threshold : float or None, default None
+        A pass@1 to decide about with the anytime-valid sequence (:class:`ProgressTracker`).
 
     Returns
     -------
@@ -518,7 +571,8 @@ def run_progress(rows: Any, *, k: int | None = None, reference: Any = None, chec
     source = as_row_list(rows)
     if isinstance(checkpoints, bool) or not isinstance(checkpoints, int) or checkpoints < 1:
         raise ValueError(f"checkpoints must be an integer >= 1; got {checkpoints!r}")
-    tracker = ProgressTracker(k=k, reference=reference, level=level, n_resamples=n_resamples, seed=seed)
+    tracker = ProgressTracker(k=k, reference=reference, level=level, n_resamples=n_resamples, seed=seed,
+                              threshold=threshold)
     if not source:
         return RunProgress(points=(), k=k, reference=_describe_reference(reference), note="no rows")
     marks = sorted({max(1, round(len(source) * i / checkpoints)) for i in range(1, checkpoints + 1)})

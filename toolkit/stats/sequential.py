@@ -109,6 +109,55 @@ def _check(values: Any, bounds: Sequence[float], level: float) -> tuple[np.ndarr
     return data, low, high
 
 
+class SequenceState:
+    """The sequence kept up to date one value at a time (the live dashboard's use): after
+    :meth:`update`, ``low`` / ``high`` / ``mean`` are those of :func:`confidence_sequence`
+    over every value so far. Values must already lie in ``bounds`` (not checked here)."""
+
+    def __init__(self, *, level: float = 0.95, bounds: Sequence[float] = (0.0, 1.0)):
+        self.level = float(level)
+        self.bounds = (float(bounds[0]), float(bounds[1]))
+        self._alpha = 1.0 - self.level
+        self._grid = (np.arange(_GRID) + 0.5) / _GRID  # open interval: at m = 0 or 1 a bet cap is infinite
+        self._log_plus = np.zeros(_GRID)
+        self._log_minus = np.zeros(_GRID)
+        self._alive = np.ones(_GRID, dtype=bool)
+        self._threshold = math.log(1.0 / self._alpha)
+        self._total = 0.0
+        self._squares = 0.0
+        self.n = 0
+        self.low, self.high = self.bounds
+        self.mean: float | None = None
+
+    def update(self, value: float) -> None:
+        low, high = self.bounds
+        x = (float(value) - low) / (high - low)
+        i = self.n + 1
+        variance = (0.25 + self._squares) / i  # s_{i-1}^2, from the values before i
+        bet = math.sqrt(2.0 * math.log(2.0 / self._alpha) / (variance * i * math.log(1.0 + i)))
+        grid = self._grid
+        self._log_plus += np.log1p(np.minimum(bet, _BET_CAP / grid) * (x - grid))
+        self._log_minus += np.log1p(-np.minimum(bet, _BET_CAP / (1.0 - grid)) * (x - grid))
+        # the mixture (K+ + K-) / 2: itself a nonnegative martingale with K_0 = 1, so
+        # Ville's inequality holds for it, and never below the paper's max(K+/2, K-/2), so
+        # its set is never wider than theirs
+        hedged = np.logaddexp(self._log_plus, self._log_minus) + math.log(0.5)
+        self._alive &= hedged < self._threshold
+        self._total += x
+        mu = (0.5 + self._total) / (i + 1)  # mu_i includes x_i, as in the paper's eq. (26)
+        self._squares += (x - mu) ** 2
+        self.n = i
+        if self._alive.any():
+            inside = np.flatnonzero(self._alive)
+            lo = grid[inside[0]] - 0.5 / _GRID
+            hi = grid[inside[-1]] + 0.5 / _GRID
+        else:  # possible only with probability <= alpha: the set is the running mean
+            lo = hi = self._total / i
+        self.low = float(low + (high - low) * max(0.0, lo))
+        self.high = float(low + (high - low) * min(1.0, hi))
+        self.mean = float(low + (high - low) * self._total / i)
+
+
 def confidence_sequence(values: Any, *, level: float = 0.95, bounds: Sequence[float] = (0.0, 1.0)) -> ConfidenceSequence:
     """Anytime-valid bounds on the mean after each value (hedged-capital betting).
 
@@ -147,41 +196,14 @@ def confidence_sequence(values: Any, *, level: float = 0.95, bounds: Sequence[fl
     """
     data, low, high = _check(values, bounds, level)
     alpha = 1.0 - level
-    x = (data - low) / (high - low)
-    n = x.size
-    grid = (np.arange(_GRID) + 0.5) / _GRID  # open interval: m = 0 or 1 makes a bet cap infinite
-    log_plus = np.zeros(_GRID)
-    log_minus = np.zeros(_GRID)
-    alive = np.ones(_GRID, dtype=bool)
+    n = data.size
+    state = SequenceState(level=level, bounds=(low, high))
     lows, highs, means = [], [], []
-    total = 0.0
-    squares = 0.0
-    threshold = math.log(1.0 / alpha)
-    for i in range(1, n + 1):
-        variance = (0.25 + squares) / i  # s_{i-1}^2, from the values before i
-        bet = math.sqrt(2.0 * math.log(2.0 / alpha) / (variance * i * math.log(1.0 + i)))
-        value = x[i - 1]
-        plus = np.minimum(bet, _BET_CAP / grid)
-        minus = np.minimum(bet, _BET_CAP / (1.0 - grid))
-        log_plus += np.log1p(plus * (value - grid))
-        log_minus += np.log1p(-minus * (value - grid))
-        # the mixture (K+ + K-) / 2: itself a nonnegative martingale with K_0 = 1, so
-        # Ville's inequality holds for it, and never below the paper's max(K+/2, K-/2), so
-        # its set is never wider than theirs
-        hedged = np.logaddexp(log_plus, log_minus) + math.log(0.5)
-        alive &= hedged < threshold
-        total += value
-        mu = (0.5 + total) / (i + 1)  # mu_i includes x_i, as in the paper's eq. (26)
-        squares += (value - mu) ** 2
-        if alive.any():
-            inside = np.flatnonzero(alive)
-            lo = grid[inside[0]] - 0.5 / _GRID
-            hi = grid[inside[-1]] + 0.5 / _GRID
-        else:  # possible only with probability <= alpha: keep the last set's centre
-            lo = hi = total / i
-        lows.append(low + (high - low) * max(0.0, lo))
-        highs.append(low + (high - low) * min(1.0, hi))
-        means.append(low + (high - low) * total / i)
+    for value in data.tolist():
+        state.update(value)
+        lows.append(state.low)
+        highs.append(state.high)
+        means.append(state.mean)
     counts = np.arange(1, n + 1)
     running = np.cumsum(data) / np.maximum(counts, 1)
     spread = np.sqrt(np.maximum(np.cumsum(data**2) / counts - running**2, 0.0) * counts / np.maximum(counts - 1, 1))
