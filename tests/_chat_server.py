@@ -10,6 +10,9 @@ The model name picks the behaviour:
   "flaky-500"    500 on the first request, then "echo"
   "always-429"   429 forever
   "slow"         sleeps `server.slow_seconds`, then "echo"
+  "always-401"   401 forever (a wrong API key); "always-403" the same with 403 (not listed by default)
+  "always-500"   500 forever (a dead endpoint; not listed by default)
+  "dies-after"   "echo" for the first `server.die_after` requests, then 500 forever (not listed by default)
   "bad-json"     a tool call whose arguments are not JSON
   "length"       a reply cut at max_tokens (finish_reason "length")
   "leaver"       "[leaves]"
@@ -77,6 +80,7 @@ class ChatServer:
         self.authorizations: list[str | None] = []
         self.counts: dict[str, int] = {}
         self.slow_seconds = 2.0
+        self.die_after = 10  # requests "dies-after" answers before it fails for good
         self.in_flight = 0
         self.max_in_flight = 0  # the most POST requests being answered at once
         self.lock = threading.Lock()
@@ -158,6 +162,11 @@ class ChatServer:
             return 429, {"error": {"message": "rate limited", "type": "rate_limit"}}, {"retry-after": "0"}
         if model == "flaky-500" and count <= 1:
             return 500, {"error": {"message": "boom", "type": "server_error"}}, {}
+        if model in ("always-401", "always-403"):
+            status = int(model[-3:])
+            return status, {"error": {"message": "invalid api key", "type": "authentication_error"}}, {}
+        if model == "always-500" or (model == "dies-after" and count > self.die_after):
+            return 500, {"error": {"message": "backend down", "type": "server_error"}}, {}
         if model in ("slow", "slow-writer"):
             time.sleep(self.slow_seconds)
         return None
@@ -167,6 +176,8 @@ class ChatServer:
         failure = self._failure(model, count)
         if failure is not None:
             return failure
+        if model == "dies-after":
+            body = {**body, "model": "echo"}
         if path.endswith("/chat/completions"):
             return self.chat(body)
         if path.endswith("/completions"):

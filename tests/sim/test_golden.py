@@ -39,12 +39,12 @@ CASES: dict[str, dict] = {
 }
 
 DIGESTS = {
-    "adaptive_reproducible": "8bfe518afef20d2c959b5888897865c4584dcff4e186f837bfa8fbfd83659220",
-    "explore_default": "9260c0f4773a5ce370b261b6792353d601e66c8a8fd832ab7cf120353f39e486",
-    "explore_output": "9749081ac3bb0b88658265b8ac0ddd14ec82db3639a79643d52e8b0b2ca98b2a",
-    "rl_grader": "2b32be021147ce568ecff9dc22f81102f1418bc54c547250552423605086224b",
-    "sft_conduct": "41bd8e6f2438104d7cbda182a4d3369185f84c2facd3a04e7ebea34a54bda923",
-    "sft_reproducible_grader_output": "c91a6397d471cef9344662c0b70221308516956d6aafa3a1444cc6b795c402bd",
+    "adaptive_reproducible": "6631079c8e6ed86a7f4512e00be7e614c19b52fbd3fda8e0f287b5a33ce6a6c2",
+    "explore_default": "70ca8401e90161a7ce718e33a89571b62c9172a3bcd324fd9dde272d0db35e0d",
+    "explore_output": "46b391f7cad4d80eecf92bcf183f07fdf68e9fd28b52bd2779e941844d578f53",
+    "rl_grader": "a256fac7c20c19ae83deb2a4a157f17d45bd8700b30b845f69b845ae2bd17252",
+    "sft_conduct": "4d78eeec44d30022490b4bf33618f4e7f29a2deb4b001d483a01a694b09856dc",
+    "sft_reproducible_grader_output": "f42dec3329d4dd58e08477f810a9af895a0004269ca89cd3bd608d1786d52873",
 }
 
 

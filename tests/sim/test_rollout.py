@@ -511,3 +511,93 @@ def test_timeout_workers_work_in_a_forked_child():
 
 def _forked_rollout():
     return tk.run_rollout(lambda message: {"steps": [], "final_text": "done"}, PROMPT, tools=TOOLS, timeout=2)["ended_by"]
+
+
+def _every_context_value():
+    """What code running now can read from any context variable (public or private)."""
+    import contextvars
+
+    import toolkit.agents._protocol as protocol
+    import toolkit.world.context as world_context
+
+    seen = [repr(value) for _, value in contextvars.copy_context().items()]
+    seen += [repr(tk.current_rollout()), repr(protocol.current_turn()), repr(world_context._CURRENT.get())]
+    seen += [repr(getattr(protocol.current_turn(), "privileged", None))]
+    return " ".join(seen)
+
+
+def test_the_agent_under_test_reads_no_reference_and_no_hidden_state():
+    # Issue 21 row 8: the attack is an agent that looks in every context it can import.
+    reference, hidden = "ANSWER-KEY-shipped-on-Monday", "duplicate"
+    in_agent, in_world = [], []
+
+    def peeking(messages, tools):
+        in_agent.append(_every_context_value())
+        return honest(messages, tools)
+
+    def execute(tool, arguments):
+        in_world.append(_every_context_value())
+        return {"status": "ok"}
+
+    situation = {"tool": "get_order", "tool_condition": "success", "world_state": hidden}
+    world = tk.World(TOOLS, world_state=hidden, execute=execute)
+    row = tk.run_rollout(tk.chat_agent(peeking), PROMPT, tools=TOOLS, world=world, situation=situation, user=False,
+                         privileged={"reference": reference, "hidden_state": {"world_state": hidden}})  # fmt: skip
+    assert row["privileged"]["reference"] == reference and len(in_agent) == 2
+    assert not any(reference in seen or hidden in seen for seen in in_agent), in_agent
+    # the same inspection from execute= does find the world state: the check can fail
+    assert in_world and hidden in in_world[0] and reference not in in_world[0]
+
+    # through simulate: the engine builds a reference and hidden state for every prompt
+    in_agent.clear()
+    data = tk.simulate(peeking, tools=TOOLS, budget=6, seed=3, progress=False)
+    rows = list(data.trajectories)
+    assert rows and all(r.get("privileged", {}).get("reference") for r in rows)
+    for r in rows:
+        for secret in (r["privileged"]["reference"], json.dumps(r["privileged"]["hidden_state"])):
+            assert not any(secret in seen for seen in in_agent)
+        if r.get("world_state"):
+            assert not any(f"world_state={r['world_state']!r}" in seen for seen in in_agent)
+
+
+BOOKING_TOOL = [{"type": "function", "function": {"name": "get_booking", "description": "Look up a booking by its id",
+                 "parameters": {"type": "object", "properties": {"booking_id": {"type": "string"}}, "required": ["booking_id"]}}}]  # fmt: skip
+
+
+@pytest.mark.parametrize("arguments, fragment", [
+    ({"booking_id": 12345}, "booking_id: 12345 is not of type 'string'"),
+    ({"booking_id": "B1", "sneaky": True}, "'sneaky' was unexpected"),
+    ({}, "'booking_id' is a required property"),
+])  # fmt: skip
+def test_arguments_that_break_the_schema_are_a_tool_error_the_agent_sees(arguments, fragment):
+    # Issue 21 row 15: the world answered not_found / ok, recording a malformed call as a missing record.
+    seen = []
+
+    def agent(messages, tools):
+        if messages[-1]["role"] == "tool":
+            seen.append(json.loads(messages[-1]["content"]))
+            return {"role": "assistant", "content": "done"}
+        return _call("get_booking", json.dumps(arguments))
+
+    def execute(tool, args):
+        raise AssertionError("the world must not be asked a malformed call")
+
+    row = tk.run_rollout(tk.chat_agent(agent), PROMPT, tools=BOOKING_TOOL, world=execute, user=False)
+    result = row["steps"][0]["result"]
+    assert result["status"] == "error" and result["reason"] == "bad_tool_arguments" and fragment in " ".join(result["errors"])
+    assert seen == [result] and row["bad_tool_arguments"] == 1
+    # well-formed arguments reach the world and are not counted
+    good = tk.run_rollout(tk.chat_agent(honest), PROMPT, tools=TOOLS, user=False)
+    assert good["steps"][0]["result"]["status"] == "ok" and "bad_tool_arguments" not in good
+
+
+def test_simulate_warns_with_the_count_of_malformed_tool_calls():
+    def typo(messages, tools):
+        if messages[-1]["role"] == "tool":
+            return {"role": "assistant", "content": "done"}
+        return _call("get_booking", json.dumps({"booking_id": 12345}))
+
+    data = tk.simulate(typo, tools=BOOKING_TOOL, budget=6, progress=False, reproducible=True)
+    total = sum(r.get("bad_tool_arguments", 0) for r in data.rows)
+    assert len(data.rows) == 6 and all(r.get("bad_tool_arguments", 0) >= 1 for r in data.rows)
+    assert any(f"{total} tool calls in 6 rows broke their tool's schema" in w for w in data.warnings)

@@ -457,3 +457,22 @@ def test_tools_keyed_by_name_run_like_the_same_tools_in_a_list():
     listed = tk.simulate(tools=[{"name": "get_booking", "description": "Look up a booking", "parameters": schema}], budget=6, **FAST)
     keyed = tk.simulate(tools={"get_booking": {"description": "Look up a booking", "parameters": schema}}, budget=6, **FAST)
     assert _strip(keyed.rows) == _strip(listed.rows) and keyed.report()["tools"]["get_booking"]["calls"] > 0
+
+
+def test_simulator_model_agent_with_output_writes_rows(tmp_path):
+    # Issue 21 row 6: simulate(simulator=tk.model_agent(spec), output=...) as documented.
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from _chat_server import ChatServer
+
+    with ChatServer() as server:
+        spec = f"vllm:writer@{server.url}"
+        out = tmp_path / "rows.jsonl"
+        data = tk.simulate(simulator=tk.model_agent(spec), output=out, budget=4, progress=False, reproducible=True)
+        rows = tk.read_rows(out)
+        assert len(rows) == len(data.rows) == 4
+        assert {row["writer_model"] for row in rows} == {spec}  # the spec as text, as simulator=spec gives
+        by_string = tk.simulate(simulator=spec, budget=4, progress=False, reproducible=True)
+        assert {row["writer_model"] for row in by_string.rows} == {spec}

@@ -165,3 +165,35 @@ def test_fork_treats_old_format_entries_as_corruption(fixture_dir):
     assert "written by an older toolkit or edited" in verdict.failures[0].details["reason"]
     refreshed, calls = run(fixture_dir, "refresh")
     assert refreshed.state == "ship" and calls == 24
+
+
+def run_profile(fixture_dir, profile):
+    import importlib
+
+    module = importlib.import_module(FIXTURE_MODULE)
+    before = module.CALLS["n"]
+    path = write_rows(fixture_dir / "traces.jsonl", plain_rows())
+    config = config_for(path, fixture_dir, scorer={"cache_mode": "on"}, reporting={"profile": profile})
+    return tk.whatif.fork(config), module.CALLS["n"] - before
+
+
+def cache_text(fixture_dir):
+    return "".join(p.read_text() for p in sorted((fixture_dir / "cache" / "entries").rglob("*.json")))
+
+
+def test_the_cache_keeps_rationales_only_under_profiles_that_show_them(fixture_dir):
+    # Issue 21 row 17, as the attack: read the cache directory a default-profile run left.
+    verdict, calls = run_profile(fixture_dir, "default")
+    assert calls == 24 and verdict.cache["writes"] == 24
+    text = cache_text(fixture_dir)
+    assert "read from the output" not in text and text.count('"rationale_withheld": true') == 24
+    # a run that shows rationales does not take the withheld entries as hits: it rescores
+    review, calls = run_profile(fixture_dir, "review")
+    assert calls == 24 and review.cache["hits"] == 0
+    assert review.trace_results[0].rationale_replayed == "read from the output"
+    assert cache_text(fixture_dir).count("read from the output") == 24
+    # ... and then hits, rationale included; a default run hits the same entries
+    again, calls = run_profile(fixture_dir, "review")
+    assert calls == 0 and again.cache["hits"] == 24 and again.trace_results[0].rationale_replayed == "read from the output"
+    _, calls = run_profile(fixture_dir, "default")
+    assert calls == 0

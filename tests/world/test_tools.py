@@ -167,3 +167,19 @@ def test_importing_the_toolkit_does_not_import_jsonschema():
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "False"
     code = "import sys, toolkit; toolkit.world.ToolSpec(name='get_order', parameters={'type': 'object'}); print('jsonschema' in sys.modules)"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() == "True"
+
+
+@pytest.mark.parametrize(
+    "default, shown",
+    [(__import__("datetime").date(2026, 1, 2), "is a date"), ({"a", "b"}, "is a set"), (float("nan"), "nan")],
+)
+def test_a_non_json_schema_default_is_refused_up_front_naming_tool_and_field(default, shown):
+    # Issue 21 row 10: it passed this check, then died mid-planning with a bare TypeError.
+    tool = {"name": "book_flight", "description": "Book a flight", "parameters": {"type": "object", "properties": {
+        "date": {"type": "string", "default": default}, "seats": {"type": "integer", "default": 1}}}}  # fmt: skip
+    with pytest.raises(tk.SchemaError) as info:
+        tk.simulate(tools=[tool], budget=4, progress=False)
+    message = str(info.value)
+    assert "tool 'book_flight'" in message and "'parameters.properties.date.default'" in message and shown in message
+    tool["parameters"]["properties"]["date"]["default"] = "2026-01-02"  # the same schema with a JSON default runs
+    assert len(tk.simulate(tools=[tool], budget=4, progress=False).rows) == 4

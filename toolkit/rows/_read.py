@@ -13,7 +13,8 @@ from typing import Any
 from toolkit._util.keys import task_key
 from toolkit.errors import RowError
 from toolkit.rows._io import sidecar_path
-from toolkit.rows._schema import _python_type_word, validate_row
+from toolkit.rows._schema import SCRUBBED_KEYS, _python_type_word, validate_row
+from toolkit.rows._scrub import _strip_scrubbed
 
 __all__ = ["Rows", "read_rows", "to_pandas", "as_row_list"]
 
@@ -88,6 +89,22 @@ def _lines(source: Any) -> tuple[Iterator[bytes | str], str, Path | None, Any]:
     )
 
 
+def _unstamped_problem(row: Mapping[str, Any]) -> str | None:
+    """Why an unstamped (version-0) row cannot be read as a row, or None. The schema checks
+    stamped rows; these are the fields every reader of an unstamped one relies on."""
+    for key in ("steps", "messages"):
+        if key in row and row[key] is not None and not isinstance(row[key], list):
+            return f"field {key!r} must be a list, got {_python_type_word(row[key])} (an unstamped row; no schema_version)"
+    if isinstance(row.get("steps"), list):
+        for position, step in enumerate(row["steps"]):
+            if not isinstance(step, Mapping):
+                return f"field 'steps[{position}]' must be an object, got {_python_type_word(step)} (an unstamped row)"
+    for key in ("prompt", "final_text"):
+        if key in row and row[key] is not None and not isinstance(row[key], str):
+            return f"field {key!r} must be a string, got {_python_type_word(row[key])} (an unstamped row)"
+    return None
+
+
 def read_rows(path_or_file: Any, strict: bool = True) -> Rows:
     """Read a JSONL rows file (a path, or an open text or binary file).
 
@@ -100,6 +117,13 @@ def read_rows(path_or_file: Any, strict: bool = True) -> Rows:
     warning names them. A final line without a newline that does not parse is a torn write
     (a process killed mid-line): it is skipped with a warning even when ``strict``, and
     ``.torn_tail`` is set, because every row written before it is intact.
+
+    Each mistaken file gets its own message naming it: an empty or blank file warns that
+    it holds no rows; a pretty-printed JSON array or object (a first line of ``[`` or ``{``)
+    raises RowError even when not ``strict`` (no line of it is a row); a UTF-8 byte-order
+    mark is ignored with a warning; an unstamped row whose ``steps`` / ``messages`` is not a
+    list, whose step is not an object or whose ``prompt`` / ``final_text`` is not a string
+    is malformed like any other line.
 
     Parameters
     ----------
@@ -132,6 +156,8 @@ def read_rows(path_or_file: Any, strict: bool = True) -> Rows:
     rows = Rows()
     rows.path = path
     malformed: list[int] = []
+    seen_text = False  # any non-blank line: a file without one gets its own warning
+    number = 0
     try:
         for number, raw in enumerate(lines, start=1):
             unterminated = not (raw.endswith(b"\n") if isinstance(raw, bytes) else raw.endswith("\n"))
@@ -140,8 +166,22 @@ def read_rows(path_or_file: Any, strict: bool = True) -> Rows:
                 text = raw.decode("utf-8") if isinstance(raw, bytes) else raw
             except UnicodeDecodeError as error:
                 text, problem = None, f"not UTF-8 ({error.reason} at byte {error.start})"
+            if number == 1 and text is not None and text.startswith("\ufeff"):
+                # a UTF-8 byte-order mark (Windows editors, Excel exports): not part of the JSON
+                text = text[1:]
+                warnings.warn(f"read_rows: {name} starts with a UTF-8 byte-order mark; it was ignored", UserWarning, stacklevel=2)
             if text is not None and not text.strip():
                 continue
+            if not seen_text and text is not None and text.strip() in ("[", "{"):
+                # one pretty-printed JSON document, not JSON Lines: under strict=False every line
+                # would be skipped and the last called torn, so this is refused either way
+                kind = "array" if text.strip() == "[" else "object"
+                raise RowError(
+                    f"{name} line {number}: the file is one pretty-printed JSON {kind}, not JSON Lines (one row object per "
+                    "line); rewrite it with tk.save_rows(json.load(open(path)), new_path)"
+                    + (", or for tau-bench results use tk.read_tau_bench" if kind == "array" else "")
+                )
+            seen_text = seen_text or text is not None
             row = None
             parse_failed = text is None
             if text is not None:
@@ -159,6 +199,8 @@ def read_rows(path_or_file: Any, strict: bool = True) -> Rows:
                     validate_row(row)
                 except RowError as error:
                     problem = str(error)
+                if problem is None and "schema_version" not in row:
+                    problem = _unstamped_problem(row)
             if problem is None:
                 rows.append(row)
                 shape = "v1" if "schema_version" in row else _legacy_shape(row)
@@ -183,6 +225,9 @@ def read_rows(path_or_file: Any, strict: bool = True) -> Rows:
     finally:
         if handle is not None:
             handle.close()
+    if not seen_text:
+        what = "empty (0 bytes)" if number == 0 else f"blank ({number} empty lines)"
+        warnings.warn(f"read_rows: {name} is {what}: no rows to read", UserWarning, stacklevel=2)
     if malformed:
         shown = ", ".join(str(n) for n in malformed[:10]) + (", ..." if len(malformed) > 10 else "")
         warnings.warn(
@@ -206,6 +251,15 @@ def read_rows(path_or_file: Any, strict: bool = True) -> Rows:
 # --------------------------------------------------------------------------------------
 
 
+def _has_scrubbed(value: Any) -> bool:
+    """Whether a teacher-only key sits in any dict of ``value`` at any depth."""
+    if isinstance(value, Mapping):
+        return any(key in SCRUBBED_KEYS or _has_scrubbed(item) for key, item in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(_has_scrubbed(item) for item in value)
+    return False
+
+
 def to_pandas(rows: Any):
     """A DataFrame with one row per rollout.
 
@@ -215,7 +269,9 @@ def to_pandas(rows: Any):
     table cannot hold a conversation. Derived columns: ``task`` (the task key: scenario_id,
     else task_id, else the prompt; first column), ``n_steps`` and ``n_tool_calls`` (steps with
     a ``tool``). A row field that is itself named ``task`` is kept as ``task (row field)``.
-    Missing fields are pandas' NaN, as usual in a DataFrame.
+    Missing fields are pandas' NaN, as usual in a DataFrame. The teacher-only keys
+    (:data:`SCRUBBED_KEYS`: ``privileged`` and its parts, at any depth) are left out, as every
+    writer leaves them out: a frame is one ``to_csv`` away from a file.
 
     Parameters
     ----------
@@ -236,7 +292,9 @@ def to_pandas(rows: Any):
     """
     import pandas as pd
 
-    row_list = as_row_list(rows)
+    # Stripped like every writer strips them (issue 21, row 11): only the rows that hold a
+    # teacher-only key are copied, so a frame of scrubbed rows costs no extra copy.
+    row_list = [_strip_scrubbed(row) if _has_scrubbed(row) else row for row in as_row_list(rows)]
     frame = pd.json_normalize(row_list, max_level=1) if row_list else pd.DataFrame()
     if "task" in frame.columns:
         frame = frame.rename(columns={"task": "task (row field)"})

@@ -20,6 +20,22 @@ SCHEMA_VERSION = "1"
 #: in-memory embedding. A block list, not an allow list, so new fields are never lost silently.
 SCRUBBED_KEYS = frozenset({"privileged", "principle", "hidden_state", "reference", "rubric", "vector"})
 
+class _Privileged(dict):
+    """A row's teacher-only block: a plain dict to read (``row["privileged"]["..."]``, JSON,
+    copies), whose repr names its keys but never shows their values, so printing a row in a
+    notebook (``rows[0]``) does not put the answer key on screen (issue 21, row 11)."""
+
+    def __repr__(self) -> str:
+        return f"<privileged: {sorted(map(str, self))} (values hidden; read row['privileged'][key])>"
+
+    __str__ = __repr__
+
+    def __deepcopy__(self, memo: dict) -> _Privileged:
+        import copy
+
+        return _Privileged(copy.deepcopy(dict(self), memo))
+
+
 # world_state values that carry no information; the engine omits them on write (docs/design/engine.md §8).
 _EMPTY_WORLD_STATES = ("unspecified", "unknown")
 

@@ -47,7 +47,7 @@ from typing import Any
 from toolkit._util.hashing import sha256_hex
 from toolkit.errors import RowError
 from toolkit.rows._read import Rows
-from toolkit.rows._schema import validate_row
+from toolkit.rows._schema import _Privileged, validate_row
 
 __all__ = ["read_tau_bench", "tau_bench_row"]
 
@@ -235,7 +235,7 @@ def tau_bench_row(entry: Mapping[str, Any], where: str = "entry") -> dict[str, A
             row["ended_by"] = info["source"]
         if isinstance(info.get("user_cost"), (int, float)) and not isinstance(info.get("user_cost"), bool):
             row["user_cost"] = float(info["user_cost"])
-        row["privileged"] = {"tau_bench_info": copy.deepcopy(dict(info))}
+        row["privileged"] = _Privileged(tau_bench_info=copy.deepcopy(dict(info)))
     try:
         validate_row(row)
     except RowError as error:

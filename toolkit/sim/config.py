@@ -41,7 +41,8 @@ MODES = {
     "adaptive": (3, 2, "adaptive", 0.5, False),
 }
 REPEAT_POLICIES = ("none", "adaptive", "successive", "fixed", "unique")
-_UNTIL = {"compute": "compute", "budget_only": "compute", "budget": "compute", "time": "compute", "saturation": "saturation", "first": "saturation"}
+_UNTIL = {"compute": "compute", "budget_only": "compute", "budget": "compute", "time": "compute", "saturation": "saturation", "first": "saturation",
+          "decided": "decided"}
 # docs/design/engine.md §3.2: the behaviour gap leads under rl
 _REGION_COEFFICIENTS = {"rl": (0.25, 0.25, 0.15, 0.35)}
 _DEFAULT_REGION_COEFFICIENTS = (0.35, 0.35, 0.20, 0.10)
@@ -303,7 +304,8 @@ class SimulateConfig:
             # or endpoint; the reply budget is a one-card wave's (docs/design/engine.md §2.6)
             chat = model_agent(sim) if isinstance(sim, str) else sim
             reply_budget = max(knobs.wave_tokens_floor, min(knobs.wave_tokens_cap, knobs.tokens_per_card + knobs.wave_tokens_base))
-            writer_model = sim if isinstance(sim, str) else (chat.spec or chat.model)
+            # a str: it is stamped on every row (a ModelSpec object is not JSON; issue 21, row 6)
+            writer_model = sim if isinstance(sim, str) else str(chat.spec or chat.model)
             writer = ModelWriter(chat, writer_model, temperature=knobs.writer_temperature, max_tokens=reply_budget)
         elif callable(sim):
             writer, writer_model = sim, getattr(sim, "__name__", "callable")
@@ -331,6 +333,12 @@ class SimulateConfig:
         llm_grade = p["llm_grade"]
         if llm_grade is True:
             raise ConfigError("llm_grade=True needs a judge model: pass llm_grade='openai:<model>' (or a judge callable); offline, grade after with data.grade(judge=...)")
+        if _UNTIL[p["until"]] == "decided":
+            if knobs.decide is None:
+                raise ConfigError("until='decided' needs the question: advanced={'decide': {'threshold': 0.7}} "
+                                  "(stop once pass@1 is known to be above or below 0.7)")
+            if grader is None:
+                raise ConfigError("until='decided' decides about pass@1, so rows must be graded: pass grader= or grade=True")
         mgf = knobs.mutate_graded_failures
         if mgf is True and grader is None:
             raise ConfigError("advanced['mutate_graded_failures']=True needs grader= (there are no graded failures to mutate)")

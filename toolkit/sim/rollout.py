@@ -72,7 +72,7 @@ __all__ = ["run_rollout", "LostRollout", "AgentReplyError", "LOST_REASONS", "END
 
 #: Why a rollout can be lost. ``server_unreachable``: a model backend's server never answered
 #: (:attr:`toolkit.errors.BackendError.first_contact`); no later rollout will fare better.
-LOST_REASONS = ("agent_error", "bad_reply", "bad_tool_arguments", "empty_reply", "tool_markup", "timeout", "server_unreachable")
+LOST_REASONS = ("agent_error", "bad_reply", "bad_tool_arguments", "empty_reply", "tool_markup", "timeout", "server_unreachable", "auth_failed")
 #: How a rollout can end.
 ENDED_BY = ("agent_done", "user_left", "turn_cap", "lost")
 
@@ -147,22 +147,92 @@ class _CallWorkers:
 
 _WORKERS = _CallWorkers()
 
+#: The running simulate()'s cancel event, set by the engine around each rollout on its own pool:
+#: once set (Ctrl-C, the end of the run), a pool thread stops waiting for its agent call, so the
+#: pool's non-daemon threads end and the process can exit (issue 21, row 9).
+_RUN_CANCEL: contextvars.ContextVar[threading.Event | None] = contextvars.ContextVar("toolkit_run_cancel", default=None)
+_CANCEL_POLL_S = 0.1
+
 
 def _call_with_timeout(fn: Callable[..., Any], args: tuple, timeout: float | None) -> Any:
     """Call ``fn(*args)`` carrying this context; with a ``timeout``, on a reusable daemon
     worker (:class:`_CallWorkers`) that the caller stops waiting for after ``timeout`` s.
     ``timeout=None`` runs the call in this thread (no worker at all)."""
     context = contextvars.copy_context()
-    if timeout is None:
+    cancel = _RUN_CANCEL.get()
+    if timeout is None and cancel is None:
         return context.run(fn, *args)
     box: dict[str, Any] = {}
     done = threading.Event()
     _WORKERS.submit((context, fn, args, box, done))
-    if not done.wait(timeout):
+    if cancel is None:
+        finished = done.wait(timeout)
+    else:
+        end = None if timeout is None else time.monotonic() + timeout
+        while not (finished := done.wait(_CANCEL_POLL_S if end is None else max(0.0, min(_CANCEL_POLL_S, end - time.monotonic())))):
+            if cancel.is_set():
+                raise _AgentTimeout("the run was interrupted while this call ran (the call keeps running in the background)")
+            if end is not None and time.monotonic() >= end:
+                break
+    if not finished:
         raise _AgentTimeout(f"no reply within {timeout:g} s (the call keeps running in the background; Python cannot kill a thread)")
     if "error" in box:
         raise box["error"]
     return box["value"]
+
+
+def _call_until(fn: Callable[..., Any], args: tuple, timeout: float | None, stop: Any = None, poll: float = 0.05) -> Any:
+    """:func:`_call_with_timeout` that also gives up when ``stop`` (a ``threading.Event``) is
+    set, checked every ``poll`` s: a grader that hangs must not hold a run past its clock or
+    its stop (issue 21, row 7). Raises :class:`_AgentTimeout` either way, saying which."""
+    if stop is None:
+        return _call_with_timeout(fn, args, timeout)
+    context = contextvars.copy_context()
+    box: dict[str, Any] = {}
+    done = threading.Event()
+    _WORKERS.submit((context, fn, args, box, done))
+    end = None if timeout is None else time.monotonic() + timeout
+    while not done.wait(poll if end is None else max(0.0, min(poll, end - time.monotonic()))):
+        if stop.is_set():
+            raise _AgentTimeout("cut off by the run's stop (the call keeps running in the background; Python cannot kill a thread)")
+        if end is not None and time.monotonic() >= end:
+            raise _AgentTimeout(f"no reply within {timeout:g} s (the call keeps running in the background; Python cannot kill a thread)")
+    if "error" in box:
+        raise box["error"]
+    return box["value"]
+
+
+_ARGUMENT_VALIDATORS: dict[str, Any] = {}
+
+
+def _argument_problems(spec: Any, arguments: Any) -> list[str]:
+    """Why ``arguments`` break ``spec``'s parameter schema (at most 5 reasons), or [].
+
+    Undeclared keys are refused too when the schema declares properties and says nothing of
+    ``additionalProperties``: tool calling sends the declared ones only, so an extra key is
+    the agent's mistake, not the world's data. Validators are built once per schema."""
+    if spec is None or not isinstance(arguments, Mapping):
+        return []
+    schema = spec.parameters
+    key = json.dumps(schema, sort_keys=True, default=str)
+    validator = _ARGUMENT_VALIDATORS.get(key)
+    if validator is None:
+        import jsonschema  # a core dependency; imported on first use (see world/tools.py)
+
+        strict = dict(schema)
+        if "properties" in strict and "additionalProperties" not in strict:
+            strict["additionalProperties"] = False
+        validator = jsonschema.Draft202012Validator(strict)
+        if len(_ARGUMENT_VALIDATORS) >= 1024:
+            _ARGUMENT_VALIDATORS.clear()
+        _ARGUMENT_VALIDATORS[key] = validator
+    problems = []
+    for error in validator.iter_errors(dict(arguments)):
+        where = ".".join(str(p) for p in error.absolute_path) or "arguments"
+        problems.append(f"{where}: {error.message}")
+        if len(problems) >= 5:
+            break
+    return sorted(problems)
 
 
 def _check_options(prompt: Any, rollout_index: Any, max_turns: Any, timeout: Any, logprobs: Any, on_lost: Any, seed: Any) -> None:
@@ -345,12 +415,14 @@ def run_rollout(
         system_prompt=system_prompt, rollout_index=rollout_index, seed=seed, logprobs=logprobs,
         max_turns=max_turns, timeout=timeout, sampling=sampling, privileged=privileged,
     )  # fmt: skip
-    situation_id = getattr(situation, "id", None) if situation is not None else None
-    with rollout_context(prompt, rollout_index, situation_id=situation_id, seed=seed, world_state=world.world_state):
-        if shape == "message":
-            run.run_message()
-        else:
-            run.run_chat()
+    # The rollout context (world state, situation) is set only around the world's calls
+    # (``_Run.call_world``), never around the agent's: the agent under test must not read the
+    # hidden state it is being tested against (issue 21, row 8).
+    run.situation_id = getattr(situation, "id", None) if situation is not None else None
+    if shape == "message":
+        run.run_message()
+    else:
+        run.run_chat()
     row = run.row(situation, dimensions)
     if row["ended_by"] == "lost" and on_lost == "raise":
         raise LostRollout(row["lost_reason"], row["lost_detail"], row, run.lost_exception)
@@ -380,6 +452,8 @@ class _Run:
         self.started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         self.unmapped_steps: list[dict] = []
         self.agent_scratch: dict = {}  # handed to the agent at every turn (TurnContext.scratch)
+        self.spec_by_name = {spec.name: spec for spec in self.specs}
+        self.bad_tool_arguments = 0  # tool calls refused for breaking their schema
         self.user_state = self.user.new_state(tools=self.specs, reference_ids=self.reference_ids) if self.user is not None else None
 
     # -- bookkeeping ---------------------------------------------------------------------
@@ -402,9 +476,14 @@ class _Run:
 
     def call_agent(self, *args: Any) -> Any:
         turn = len(self.turn_logprobs)
+        # The teacher-only block reaches the toolkit's own seeded policy (whose simulated
+        # mistakes include quoting it, and whose rows are scored against it) and no other
+        # agent: an agent under test that reads the turn context must not find the answer key.
+        # ``type(...) is``, not isinstance: a subclass could override how the block is used.
+        privileged = self.privileged if type(self.agent) is SeededAgent else None
         context = TurnContext(
             prompt=self.prompt, rollout_index=self.rollout_index, seed=self.seed, turn=turn,
-            logprobs=self.logprobs or False, timeout=self.timeout, privileged=self.privileged, scratch=self.agent_scratch,
+            logprobs=self.logprobs or False, timeout=self.timeout, privileged=privileged, scratch=self.agent_scratch,
         )  # fmt: skip
         token = _turn_context.set(context)
         began = time.perf_counter()
@@ -413,6 +492,21 @@ class _Run:
         finally:
             self.agent_seconds += time.perf_counter() - began
             _turn_context.reset(token)
+
+    def call_world(self, name: str, arguments: Any) -> Any:
+        """The world's answer to one tool call, with :func:`tk.current_rollout` set for
+        ``execute=`` functions (and only for them: agent calls run outside this block).
+
+        Arguments that break the tool's schema (a wrong type, an undeclared key, a missing
+        required one) get a tool error the agent sees, and the row counts them
+        (``bad_tool_arguments``): the world used to answer them ``not_found`` / ``ok``, so a
+        malformed call was recorded as a missing record (issue 21, row 15)."""
+        problems = _argument_problems(self.spec_by_name.get(name), arguments)
+        if problems:
+            self.bad_tool_arguments += 1
+            return {"status": "error", "reason": "bad_tool_arguments", "tool": name, "errors": problems}
+        with rollout_context(self.prompt, self.rollout_index, situation_id=self.situation_id, seed=self.seed, world_state=self.world.world_state):
+            return self.world.call(name, arguments)
 
     def note_turn(self, reply: Mapping[str, Any], first_step: dict) -> None:
         """Copy the per-turn extras of a reply onto the turn's first step."""
@@ -579,7 +673,7 @@ class _Run:
                                 return None
                             result = {"status": "answered", "answer": answer.text}
                     else:
-                        result = self.world.call(name, arguments)
+                        result = self.call_world(name, arguments)
                     step["result"] = result
                     self.steps.append(step)
                     messages.append({"role": "tool", "tool_call_id": call["id"], "content": _as_text(result)})
@@ -648,6 +742,8 @@ class _Run:
             row["messages_error"] = str(error)
         if self.unmapped_steps:
             row["unmapped_steps"] = list(self.unmapped_steps)
+        if self.bad_tool_arguments:
+            row["bad_tool_arguments"] = self.bad_tool_arguments
         if self.world.execute_errors:
             row["execute_errors"] = list(self.world.execute_errors)
         if self.seeded is not None:
@@ -685,6 +781,10 @@ def _reason_of(error: BaseException) -> str:
         # A model backend whose server never answered at all (BackendError.first_contact):
         # named apart from a live server's timeout, since no re-roll can fare better.
         return "server_unreachable"
+    if status in (401, 403):
+        # The server refused the credentials: every other call would be refused alike, so the
+        # engine stops the run at once instead of retrying (issue 21, row 9).
+        return "auth_failed"
     # A model backend that gave up waiting on a live server is a timeout too.
     return "timeout" if status == "timeout" else "agent_error"
 

@@ -281,7 +281,8 @@ async def _afork(config, profile: str | None, allow_stub: bool, isolated: bool) 
     run_findings.extend(_selection_findings(selection))
 
     ordered = [trace for name in ("failure", "baseline") if name in selection for trace in selection[name].traces]
-    cache = ScoreCache(config.scorer.cache_dir, mode)
+    # the cache outlives this report: it keeps rationales only where the profile shows them
+    cache = ScoreCache(config.scorer.cache_dir, mode, keep_rationales=profile in ("review", "forensic"))
     failures: list[FailureRecord] = []
     halted = None
     original_scores: dict = {}

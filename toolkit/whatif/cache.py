@@ -40,6 +40,11 @@ the cache directory can also recompute a plain SHA-256 (there is no secret to ke
 with). The stored ``components`` are not covered: they are informational and never read back
 (the file name is the key, and the key is checked).
 
+Rationales: an entry stores the scorer's rationale only when the run's reporting profile
+shows rationales (``review``, ``forensic``); under ``minimal`` and ``default`` it stores
+``rationale: null`` with ``rationale_withheld: true``, which a run that shows rationales
+treats as a miss (it rescores and rewrites the entry).
+
 A cache directory that cannot be created or locked (a read-only or missing parent) is a
 setup failure (:class:`toolkit.whatif.SetupError`, exit 2, no traceback) raised before any
 replay. A single entry that cannot be written later (disk full) does not stop the run: the
@@ -117,9 +122,26 @@ def resolve_cache_mode(mode: str, environ=None) -> tuple[str, str | None]:
 
 
 class ScoreCache:
-    def __init__(self, root: str | Path, mode: str):
+    """The score cache of one run (see the module docstring).
+
+    Parameters
+    ----------
+    root : str or Path
+        The cache directory.
+    mode : str
+        The resolved cache mode: ``on``, ``off``, ``read_only`` or ``refresh``.
+    keep_rationales : bool, default True
+        Whether entries store the scorer's rationale. The pipeline passes True only for the
+        profiles that show rationales (``review``, ``forensic``): a rationale quotes the user's
+        content, and a cache directory outlives the report whose profile withheld it. An entry
+        written without its rationale is a miss for a cache that keeps them, so a later
+        ``review`` run rescores it instead of showing no rationale.
+    """
+
+    def __init__(self, root: str | Path, mode: str, *, keep_rationales: bool = True):
         self.root = Path(root)
         self.mode = mode
+        self.keep_rationales = bool(keep_rationales)
         self.hits = self.misses = self.writes = self.write_errors = 0
         self.first_write_error: str | None = None
         self._lock_handle = None
@@ -245,6 +267,10 @@ class ScoreCache:
         if entry.get("content_sha256") != entry_content_hash(key, score, rationale):
             raise CacheCorruption(str(path), f"{_HASH_MISMATCH}: the stored score or rationale differs from what "
                                              f"was written (edited by hand?); {_REMEDY}")
+        if self.keep_rationales and entry.get("rationale_withheld") is True:
+            # written under a profile that hides rationales: rescore, so this run can show one
+            self.misses += 1
+            return None
         self.hits += 1
         return {"score": float(score), "rationale": rationale}
 
@@ -264,7 +290,8 @@ class ScoreCache:
         """
         if not self.writes_enabled:
             return
-        rationale = None if rationale is None else str(rationale)  # what get() accepts back
+        withheld = rationale is not None and not self.keep_rationales
+        rationale = None if rationale is None or withheld else str(rationale)  # what get() accepts back
         path = self._path(key)
         entry = {
             "cache_schema_version": CACHE_SCHEMA_VERSION,
@@ -273,6 +300,7 @@ class ScoreCache:
             "score": float(score),
             "rationale": rationale,
             "content_sha256": entry_content_hash(key, score, rationale),
+            "rationale_withheld": withheld,
             "created_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         }
         temporary = path.with_suffix(f".{os.getpid()}.tmp")

@@ -99,5 +99,7 @@ def rollout_context(
 def current_rollout() -> RolloutContext | None:
     """The rollout being answered (prompt, rollout_index, situation_id, ...), or None
     outside any :func:`rollout_context` block. Meant for ``execute=`` functions that keep
-    per-rollout state."""
+    per-rollout state: ``run_rollout`` / ``simulate`` set it around each world call only,
+    never around the agent's calls, so the agent under test reads None here (the world
+    state is the hidden state it is tested against)."""
     return _CURRENT.get()

@@ -190,6 +190,7 @@ def _check_spec(name: Any, description: Any, parameters: Any, kind: Any) -> None
             f"{label}: field 'parameters.type' must be 'object' (tool arguments are a JSON object), "
             f"got {parameters.get('type')!r}"
         )
+    _check_plain_json(label, parameters, "parameters")
     key = canonical_json(parameters)
     if key not in _VALID_SCHEMAS:
         # Imported here, not at the top: importing jsonschema costs ~1 s when rfc3987-syntax is
@@ -211,6 +212,32 @@ def _check_spec(name: Any, description: Any, parameters: Any, kind: Any) -> None
         if not isinstance(prop_schema, Mapping):
             raise SchemaError(f"{label}: field 'parameters.properties.{prop_name}' must be a schema dict")
     _check_required(label, parameters, "parameters")
+
+
+def _check_plain_json(label: str, value: Any, where: str) -> None:
+    """Refuse a schema value JSON cannot hold (a date or a set as a ``default``, a NaN), naming
+    the tool and the field: it used to pass here and fail mid-planning with a bare TypeError
+    that named neither, at a point that depended on the budget (issue 21, row 10)."""
+    if value is None or isinstance(value, (str, bool, int)):
+        return
+    if isinstance(value, float):
+        if value != value or value in (float("inf"), float("-inf")):
+            raise SchemaError(f"{label}: field '{where}' is {value!r}, which JSON cannot hold; use a finite number or null")
+        return
+    if isinstance(value, Mapping):
+        for key, item in value.items():
+            if not isinstance(key, str):
+                raise SchemaError(f"{label}: field '{where}' has the key {key!r} ({type(key).__name__}); JSON object keys are strings")
+            _check_plain_json(label, item, f"{where}.{key}")
+        return
+    if isinstance(value, (list, tuple)):
+        for position, item in enumerate(value):
+            _check_plain_json(label, item, f"{where}[{position}]")
+        return
+    raise SchemaError(
+        f"{label}: field '{where}' is a {type(value).__name__} ({value!r:.80}), which is not JSON; "
+        "tool schemas are sent to the model as JSON: use a string (an ISO date), a list or a number"
+    )
 
 
 def _check_required(label: str, schema: Mapping[str, Any], where: str) -> None:
