@@ -24,6 +24,14 @@ Method
    GF(q); optimal when all factors have q levels: 8^9 -> 64 rows, where the greedy and search
    gave 91). Factors with fewer levels than p use the padded array with the
    surplus cells freed and redundant rows removed.
+   At t = 3 the candidates also include (module ``_covering_constructions``; issue 19):
+   Bush's OA(q^3; 3, q+2, q) for even q (hyperoval), Raaphorst--Moura--Stevens
+   CA(2q^3-1; 3, q^2+q+1, q) (4^20 -> 127 rows), the Paley CA(12; 3, 11, 2), the
+   Chateauneuf--Kreher / Roux doubling CA(3, 2k, v) of the best array on half the factors
+   (2^20 -> 18), and, for three levels at the default effort, cyclic cover starters found by a
+   short seeded walk (3^13 -> 45, 3^20 -> 63). Each is trimmed to the factors (surplus columns
+   dropped, surplus levels freed); with mixed levels a construction on the top-level factors
+   also seeds the greedy. The lower bound at t >= 3 is v_max x CAN(t-1) of the other factors.
 2. **IPOG-F greedy** (Lei et al., ECBS 2007; Forbes et al., J. Res. NIST 113(5), 2008):
    columns are added largest-first; each new column is filled by repeatedly taking the
    (row, value) with the largest number of still-uncovered t-tuples over *all* rows (a numpy
@@ -69,6 +77,7 @@ import numpy as np
 from toolkit._util.results import Result
 from toolkit.errors import ConfigError, unknown_name_message
 from toolkit.rows._read import as_row_list
+from toolkit.situations import _covering_constructions as _constructions
 from toolkit.situations import _covering_core as _core
 
 __all__ = [
@@ -482,6 +491,12 @@ def _lower_bound(
         # Swiercz 1989), so 6^4 and 10^11 need more than v^2 rows.
         if (top == 6 and m >= 4) or (top == 10 and m >= 11):
             return top * top + 1, "v^2 + 1 (no orthogonal array OA(v^2; 2, k, v) exists for this v and k)"
+    if t >= 3 and len(ordered) > t:
+        # The rows holding each value of a largest factor form a strength-(t-1) array on the
+        # other factors, so N >= v_max * CAN(t-1, rest) (the standard recursive bound).
+        below, below_kind = _lower_bound(np.array(ordered[1:]), t - 1, None, False)
+        if ordered[0] * below > bound:
+            return ordered[0] * below, f"{ordered[0]} x (strength-{t - 1} bound on the rest: {below_kind})"
     return bound, kind
 
 
@@ -524,8 +539,8 @@ def covering_array(
         Int or ``numpy.random.Generator``; the same int gives the same array. Default 0.
     effort : str
         ``"fast"``: construction only; ``"default"`` (default): plus a fixed-size improvement
-        search (deterministic); ``"best"``: improvement until ``time_budget`` seconds
-        (default 10).
+        search (deterministic; at t = 3 also the step-bounded cyclic-starter walk);
+        ``"best"``: improvement until ``time_budget`` seconds (default 10).
     time_budget : float, optional
         Seconds the ``"best"`` search may run (a positive number; default None = 10 s).
         Checked for every effort but used only by ``"best"``.
@@ -547,7 +562,14 @@ def covering_array(
     The constructions and searches, as the module docstring describes them:
 
     * Kleitman & Spencer (1973): optimal two-level arrays at t = 2.
-    * Bush (1952): orthogonal arrays OA(q^t; t, q+1, q) over GF(q).
+    * Bush (1952): orthogonal arrays OA(q^t; t, q+1, q) over GF(q), and OA(q^3; 3, q+2, q)
+      for even q.
+    * Raaphorst, Moura & Stevens, Des. Codes Cryptogr. 73(3), 2014: CA(2q^3-1; 3, q^2+q+1, q).
+    * Chateauneuf & Kreher, J. Combin. Des. 10(4), 2002 (Roux 1987 for v = 2): doubling
+      CA(3, 2k, v) from CA(3, k, v) and CA(2, k, v).
+    * Chateauneuf, Colbourn & Kreher, Des. Codes Cryptogr. 16(3), 1999; Meagher & Stevens,
+      J. Combin. Des. 13(1), 2005: cyclic cover starters (t = 3, three levels).
+    * Paley (1933): the quadratic-residue CA(12; 3, 11, 2).
     * Lei et al., ECBS 2007; Forbes et al., J. Res. NIST 113(5), 2008: the IPOG-F greedy.
     * Nurmela, Discrete Appl. Math. 138, 2004: the delete-a-row-and-repair tabu search.
 
@@ -577,7 +599,7 @@ def covering_array(
     needed = None
     if oracle is None:
         lower_bound, bound_kind = _lower_bound(levels, t, None, False)
-    rows, infeasible, method = _construct(levels, t, start, rng, oracle, None if oracle else lower_bound)
+    rows, infeasible, method = _construct(levels, t, start, rng, oracle, None if oracle else lower_bound, effort)
     if oracle is not None:
         space = _core.all_subsets_space(levels, t)
         needed = np.ones(space.size, dtype=bool)
@@ -647,7 +669,79 @@ def _tuple_ids(space: _core.TupleSpace, tuples) -> np.ndarray:
     return np.asarray(ids, dtype=np.int64)
 
 
-def _construct(levels, t, start, rng, oracle, lower_bound=None):
+def _strength_three_candidates(levels: np.ndarray, rng, effort: str) -> list[tuple[np.ndarray, str]]:
+    """Strength-3 constructions over ``v = max(levels)`` levels, trimmed to ``levels``:
+    surplus columns dropped, levels a factor lacks freed (see :func:`_pad`).
+
+    Direct ones (Bush, hyperoval, Raaphorst-Moura-Stevens, Paley; see
+    :mod:`toolkit.situations._covering_constructions`) and, from 8 factors up, the
+    Chateauneuf-Kreher / Roux doubling of the best array on half the factors (built by
+    :func:`covering_array` itself at the same effort, so the halves are recursive and
+    search-improved). With mixed levels a candidate over 4x the product bound is dropped:
+    freeing that many surplus cells leaves an array the greedy beats, and pruning it costs time.
+    """
+    k = len(levels)
+    v = int(levels.max())
+    uniform = bool((levels == v).all())
+    limit = math.inf if uniform else 4 * math.prod(sorted(levels.tolist())[-3:])
+    out = []
+    for rows, method in _constructions.uniform_candidates(v, k):
+        if len(rows) <= limit:
+            out.append((_pad(rows, levels), method))
+    # Below 8 factors the halves (<= 4 columns) are plain products of 3 levels and the
+    # doubling (v^3 + (v-1)v^2 rows) loses to a direct construction or the greedy.
+    if k >= 8 and v >= 2:
+        half = (k + 1) // 2
+        sub_effort = "fast" if effort == "fast" else "default"
+        seed = int(rng.integers(1 << 31))
+        a = covering_array([v] * half, 3, seed=seed, effort=sub_effort)
+        b = covering_array([v] * half, 2, seed=seed, effort=sub_effort)
+        doubled = _constructions.double_columns(np.asarray(a.rows), np.asarray(b.rows), v, k)
+        if len(doubled) <= limit:
+            out.append((_pad(doubled, levels), f"doubling({a.method})"))
+    # Three levels only: there the walk finds starters within its budget (3^14, 3^20). With
+    # more levels it found none smaller than the other candidates (4^20 with 1 starter, 5^10
+    # with 4 in 8,000 steps, 6^8 with 5-6 in 3,000), so trying would only cost time.
+    if effort != "fast" and v == 3:
+        beat = min((len(rows) for rows, _ in out), default=limit)
+        out.extend(_cyclic_candidates(v, k, beat if math.isfinite(beat) else 1 << 62, rng, effort, levels))
+    return out
+
+
+# A cyclic-starter attempt gets this many walk steps at the default effort (4x at "best"):
+# measured with seeds 0-1, 3^14 -> 45 rows and 3^20 -> 63 were found within 1,500 steps
+# (0.02-1.4 s), while the failures (5^10: none in 20,000) did not profit from more steps.
+_CYCLIC_STEPS = 1500
+# Work cap per attempt, starters x columns x difference patterns (one step costs about that
+# many gathered cells per candidate move): 3^20 is 3,420; 3^50 (58,800) would take minutes.
+_CYCLIC_MAX_WORK = 20_000
+# At most this many (columns, starters) attempts per array: each failure costs ~1 s.
+_CYCLIC_ATTEMPTS = 2
+
+
+def _cyclic_candidates(v: int, k: int, beat: int, rng, effort: str, levels: np.ndarray):
+    """Cyclic cover-starter arrays (m n v + v rows on n in {k, k + 1} columns, trimmed to k)
+    smaller than ``beat`` rows, from the fewest starters m a pattern count allows up."""
+    out = []
+    attempts = 0
+    steps = _CYCLIC_STEPS * (4 if effort == "best" else 1)
+    for n in (k, k + 1):
+        # Each difference pattern needs its v^2 - 1 non-constant classes among m n windows.
+        m = max(1, math.ceil((v * v - 1) / n))
+        while m * n * v + v < beat and attempts < _CYCLIC_ATTEMPTS:
+            if m * n * math.comb(n - 1, 2) > _CYCLIC_MAX_WORK:
+                break
+            attempts += 1
+            rows = _constructions.cyclic_starter(v, n, m, rng, steps)
+            if rows is not None:
+                out.append((_pad(rows[:, :k], levels), f"cyclic-starter(m={m}, n={n})"))
+                beat = len(rows)
+                break
+            m += 1
+    return out
+
+
+def _construct(levels, t, start, rng, oracle, lower_bound=None, effort="default"):
     """Candidate constructions; the smallest complete one wins (exact ones first on ties).
     An exact construction that meets ``lower_bound`` is returned without running the greedy."""
     k = len(levels)
@@ -661,8 +755,10 @@ def _construct(levels, t, start, rng, oracle, lower_bound=None):
             candidates.append((_pad(_core.kleitman_spencer(k), levels), "kleitman-spencer"))
         # 4x the product bound: past that the padded array is far from optimal and the greedy
         # wins anyway (and q^t rows would cost time to prune).
-        if t <= q and k <= q + 1 and q**t <= 4 * math.prod(sorted(levels.tolist())[-t:]):
+        if t != 3 and t <= q and k <= q + 1 and q**t <= 4 * math.prod(sorted(levels.tolist())[-t:]):
             candidates.append((_pad(_core.bush_orthogonal_array(q, t, k), levels), f"orthogonal-array(q={q})"))
+        if t == 3:
+            candidates.extend(_strength_three_candidates(levels, rng, effort))
     for rows, method in candidates:
         if lower_bound is not None and len(rows) == lower_bound and (levels == levels.max()).all():
             return rows, [], method
@@ -680,6 +776,17 @@ def _construct(levels, t, start, rng, oracle, lower_bound=None):
     infeasible = []
     # With at least q+1 factors at the top level the seeded run was never worse (above), so the
     # plain run is skipped; with fewer, the padded seed is mostly don't-cares and both run.
+    if oracle is None and len(start) == 0 and t == 3 and 3 <= int((levels == top).sum()) < k:
+        # Mixed levels: a construction on the top-level factors (IPOG-F places them first)
+        # seeds the greedy, which extends it to the other factors.
+        top_columns = np.flatnonzero(levels == top)
+        uniform = _strength_three_candidates(levels[top_columns], rng, effort)
+        if uniform:
+            part = min((rows for rows, _ in uniform), key=len)
+            seeded3 = np.full((len(part), k), _core.DONT_CARE, dtype=np.int64)
+            seeded3[:, top_columns] = part
+            greedy, _ = _core.ipog(levels, t, seeded3, rng)
+            candidates.append((greedy, "ipog-f+construction-seed"))
     if seeded is None or int((levels == top).sum()) <= q:
         greedy, infeasible = _core.ipog(
             levels, t, start, rng, oracle, feasible=_feasibility(oracle) if oracle is not None else None
