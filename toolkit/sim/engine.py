@@ -496,7 +496,10 @@ def simulate(
         ``"decided"``: also stop, with ``stopped_because="decided"``, once the anytime-valid
         bounds on pass@1 (:func:`toolkit.stats.confidence_sequence` over each prompt's mean
         reward, as its k graded rollouts complete) exclude ``advanced["decide"]["threshold"]``;
-        needs a grader, and ``report()["decided"]`` says where and which side. The bounds
+        with ``advanced["decide"]["baseline"]`` (a rows file, e.g. the run replayed with
+        ``tasks=``), the bounds are on the paired delta per prompt against it, and the run
+        stops once they exclude 0 (or the given threshold). Needs a grader;
+        ``report()["decided"]`` says where and which side. The bounds
         hold however often they are read, so stopping on them keeps the error rate at
         ``1 - level`` when the prompts are drawn alike; the search modes steer towards
         failures, and then the bounds are about the prompts the search chose (pin them with
@@ -692,8 +695,15 @@ class _Engine:
         # are graded, fed to the anytime-valid sequence in the order groups complete
         self.decision: dict | None = None
         self.decide_rewards: dict[int, list[float]] = {}
-        self.decide_sequence = (SequenceState(level=self.cfg.knobs.decide["level"])
-                                if self.cfg.until == "decided" and self.cfg.knobs.decide else None)
+        self.decide_sequence = None
+        self.decide_baseline: dict[tuple, float] | None = None
+        self.decide_unpaired = 0  # complete groups whose prompt the baseline run lacks
+        question = self.cfg.knobs.decide
+        if self.cfg.until == "decided" and question:
+            paired = "baseline" in question
+            self.decide_sequence = SequenceState(level=question["level"], bounds=(-1.0, 1.0) if paired else (0.0, 1.0))
+            if paired:
+                self.decide_baseline = _baseline_means(question["baseline"])
         self.bad_arguments = [0, 0]  # tool calls refused for breaking their schema, rows with one
         # (path, error, rows this run wrote to it) of the first row write that failed: the run
         # stops as "write_failed" and returns what it has instead of raising it away
@@ -1675,7 +1685,7 @@ class _Engine:
         if isinstance(reward, (int, float)) and not isinstance(reward, bool):
             self.graded.add(float(reward))
             if self.decide_sequence is not None:
-                self._decide(g, float(reward))
+                self._decide(g, float(reward), public)
         elif public.get("judge_status") in ("error", "invalid_result", "timeout"):
             self.judge_failures[public["judge_status"]] += 1
             if self.first_judge_failure is None:
@@ -1694,19 +1704,28 @@ class _Engine:
         self._retire(g)
         self._maybe_progress()
 
-    def _decide(self, group: Any, reward: float) -> None:
+    def _decide(self, group: Any, reward: float, row: Mapping[str, Any]) -> None:
         """Feed a graded reward to until='decided''s sequence; record the first exclusion."""
         rewards = self.decide_rewards.setdefault(id(group), [])
         rewards.append(min(1.0, max(0.0, reward)))
         if len(rewards) != max(1, group.k) or self.decision is not None:
             return
         sequence = self.decide_sequence
-        sequence.update(math.fsum(rewards) / len(rewards))
+        value = math.fsum(rewards) / len(rewards)
+        if self.decide_baseline is not None:
+            # paired per prompt: the same prompt's mean reward in the baseline run
+            before = self.decide_baseline.get((row.get("scenario_id"), row.get("prompt")))
+            if before is None:
+                self.decide_unpaired += 1
+                return
+            value -= before
+        sequence.update(value)
         threshold = self.cfg.knobs.decide["threshold"]
         side = "above" if sequence.low > threshold else "below" if sequence.high < threshold else None
         if side is not None:
-            self.decision = {"side": side, "threshold": threshold, "level": sequence.level, "at_rows": len(self.rows),
-                             "groups_complete": sequence.n, "low": round(sequence.low, 4), "high": round(sequence.high, 4)}
+            self.decision = {"side": side, "metric": self.cfg.knobs.decide["metric"], "threshold": threshold,
+                             "level": sequence.level, "at_rows": len(self.rows), "groups_complete": sequence.n,
+                             "low": round(sequence.low, 4), "high": round(sequence.high, 4)}
 
     def _write_row(self, writer: RowWriter, row: dict) -> dict | None:
         """``writer.write(row)``, or None once a row write has failed (disk full, a read-only
@@ -2191,14 +2210,20 @@ class _Engine:
         decided = {}
         if self.decide_sequence is not None:
             sequence = self.decide_sequence
-            decided = {"decided": self.decision or {
-                "side": None, "threshold": k.decide["threshold"], "level": sequence.level, "at_rows": None,
-                "groups_complete": sequence.n, "low": round(sequence.low, 4), "high": round(sequence.high, 4)}}
+            decided = {"decided": {**(self.decision or {
+                "side": None, "metric": k.decide["metric"], "threshold": k.decide["threshold"], "level": sequence.level,
+                "at_rows": None, "groups_complete": sequence.n, "low": round(sequence.low, 4),
+                "high": round(sequence.high, 4)}), "groups_unpaired": self.decide_unpaired}}
+            what = "the paired delta pass@1" if self.decide_baseline is not None else "pass@1"
             if self.decision is None and not any(w.startswith("until='decided'") for w in self.warnings):
                 self.warnings.append(
-                    f"until='decided': pass@1 against {k.decide['threshold']:g} was not decided by the end "
+                    f"until='decided': {what} against {k.decide['threshold']:g} was not decided by the end "
                     f"({self.stopped_because}); the anytime-valid bounds over {sequence.n} complete prompt groups are "
                     f"[{sequence.low:.3f}, {sequence.high:.3f}]: raise the budget, or the truth is near the threshold")
+            if self.decide_unpaired and not any(w.startswith("until='decided': ") and "baseline" in w for w in self.warnings):
+                self.warnings.append(
+                    f"until='decided': {self.decide_unpaired} complete prompt groups have no match in the baseline "
+                    "run and were left out of the paired bounds; replay its prompts with tasks=<baseline rows>")
         return json_safe({
             **decided,
             "rows": len(rows), "unique_prompts": len(facts["prompts"]),
@@ -2236,6 +2261,22 @@ class _Engine:
             "offline_defaults": self.offline_defaults, "elapsed_s": round(time.perf_counter() - self.started, 3),
             "warnings": list(self.warnings), "degraded": list(self.degraded),
         })  # fmt: skip
+
+
+def _baseline_means(path: str) -> dict[tuple, float]:
+    """Mean graded reward per (scenario_id, prompt) of the baseline run at ``path``."""
+    try:
+        rows = read_rows(path)
+    except (OSError, ValueError) as error:
+        raise ConfigError(f"advanced['decide']['baseline']: cannot read {path!r}: {error}") from None
+    sums: dict[tuple, list[float]] = {}
+    for row in rows:
+        reward = row.get("reward")
+        if isinstance(reward, (int, float)) and not isinstance(reward, bool) and math.isfinite(reward):
+            sums.setdefault((row.get("scenario_id"), row.get("prompt")), []).append(min(1.0, max(0.0, float(reward))))
+    if not sums:
+        raise ConfigError(f"advanced['decide']['baseline']: {path!r} holds no graded rows to pair with")
+    return {key: math.fsum(values) / len(values) for key, values in sums.items()}
 
 
 def _model_identity(model: Any) -> tuple | None:

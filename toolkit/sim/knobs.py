@@ -205,8 +205,9 @@ _SPECS: tuple[KnobSpec, ...] = (
        "The agent's default timeout: a grader is a model call at worst. time_budget and stop= cut a grader off too.",
        nullable=True, seed_default="300"),
     _k("decide", None, "table", None, None, "experiment",
-       "The question until='decided' stops on: {'threshold': t} (pass@1 in (0, 1)), optionally 'level' (0.8 .. 0.999, "
-       "default 0.95). The run stops once the anytime-valid pass@1 bounds over complete tasks exclude t.",
+       "The question until='decided' stops on: {'threshold': t} (pass@1 in (0, 1)), or {'baseline': 'rows.jsonl'} "
+       "(the paired delta against that run, per prompt, threshold 0 unless given); optionally 'level' (0.8 .. 0.999, "
+       "default 0.95). The run stops once the anytime-valid bounds over complete prompt groups exclude the threshold.",
        "No default question: a threshold is the user's. The bounds are tk.stats.confidence_sequence's (docs/design/"
        "judges_and_stopping.md), valid however often they are read, so stopping on them keeps the error at 1 - level.",
        nullable=True, needs="decided"),
@@ -474,18 +475,31 @@ def _validate(spec: KnobSpec, value: Any) -> Any:
     if name == "decide":
         if not isinstance(value, Mapping):
             raise KnobError(f"advanced['decide'] must be a dict like {{'threshold': 0.7}}; got {type(value).__name__}")
-        unknown = [key for key in value if key not in ("threshold", "level", "metric")]
+        keys = ("threshold", "level", "metric", "baseline")
+        unknown = [key for key in value if key not in keys]
         if unknown:
-            raise KnobError("advanced['decide']: " + unknown_name_message("key", str(unknown[0]), ("threshold", "level", "metric")))
-        if value.get("metric", "pass_at_1") != "pass_at_1":
-            raise KnobError(f"advanced['decide']['metric'] can only be 'pass_at_1'; got {value['metric']!r}")
-        threshold = value.get("threshold")
-        if not is_number(threshold) or not 0.0 < float(threshold) < 1.0:
-            raise KnobError(f"advanced['decide']['threshold'] must be a pass@1 strictly between 0 and 1; got {threshold!r}")
+            raise KnobError("advanced['decide']: " + unknown_name_message("key", str(unknown[0]), keys))
+        baseline = value.get("baseline")
+        metric = "delta_pass_at_1" if baseline is not None else "pass_at_1"
+        if value.get("metric", metric) != metric:
+            raise KnobError(f"advanced['decide']['metric'] is {metric!r} {'with' if baseline else 'without'} a "
+                            f"baseline; got {value['metric']!r}")
         level = value.get("level", 0.95)
         if not is_number(level) or not 0.8 <= float(level) <= 0.999:
             raise KnobError(f"advanced['decide']['level'] must be in [0.8, 0.999]; got {level!r}")
-        return {"metric": "pass_at_1", "threshold": float(threshold), "level": float(level)}
+        if baseline is not None:
+            if not isinstance(baseline, str) or not baseline:
+                raise KnobError(f"advanced['decide']['baseline'] must be the path of the baseline run's rows "
+                                f"(a JSONL file); got {type(baseline).__name__}")
+            threshold = value.get("threshold", 0.0)
+            if not is_number(threshold) or not -1.0 < float(threshold) < 1.0:
+                raise KnobError(f"advanced['decide']['threshold'] is a paired delta with a baseline, strictly "
+                                f"between -1 and 1; got {threshold!r}")
+            return {"metric": metric, "threshold": float(threshold), "level": float(level), "baseline": baseline}
+        threshold = value.get("threshold")
+        if not is_number(threshold) or not 0.0 < float(threshold) < 1.0:
+            raise KnobError(f"advanced['decide']['threshold'] must be a pass@1 strictly between 0 and 1; got {threshold!r}")
+        return {"metric": metric, "threshold": float(threshold), "level": float(level)}
     if name == "arm_weights":
         if not isinstance(value, Mapping):
             raise KnobError(f"advanced['arm_weights'] must be a dict {{arm: weight}} over {list(ARMS)}; got {type(value).__name__}")
