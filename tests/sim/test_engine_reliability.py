@@ -9,6 +9,8 @@ import subprocess
 import sys
 import time
 
+import pytest
+
 import toolkit as tk
 from toolkit._util.hashing import stable_uniform
 
@@ -346,3 +348,72 @@ def test_a_lock_left_by_a_killed_process_is_taken_over(tmp_path):
     assert f'"pid": {process.pid}' in lock.read_text()  # the dead holder's record is still there
     data = tk.simulate(lambda message: "noted", tools=TOOLS, budget=10, checkpoint=path, progress=False)
     assert data.stopped_because == "budget" and lock.read_text() == ""  # taken over, then released
+
+
+def _foreign(agent):
+    """The seeded policy behind a plain callable: the engine runs it on its thread pool, with
+    real concurrency, instead of inline."""
+    def call(messages, tools):
+        return agent(messages, tools)
+    return call
+
+
+@pytest.mark.parametrize("mode", ["explore", "sft", "rl", "adaptive"])
+@pytest.mark.parametrize("concurrency", [1, 8])
+def test_no_run_holds_a_duplicate_row(mode, concurrency):
+    """Issue 21, row 3: a group is opened once. Over modes, two seeds and two concurrencies
+    (threaded, so rows land out of order), no rollout_id repeats, no (prompt, rollout_index)
+    repeats, and no two rows are byte-identical apart from their timing."""
+    tools = tk.dataset_path("tools/airline_support.json")
+    for seed in (0, 1):
+        data = tk.simulate(_foreign(tk.seeded_agent(tools, seed=seed)), tools=tools, mode=mode, budget=160,
+                           seed=seed, progress=False, advanced={"concurrency": concurrency})
+        rows = list(data.rows)
+        assert len(rows) == 160
+        ids = [row["rollout_id"] for row in rows]
+        assert len(set(ids)) == len(ids), (mode, seed)
+        slots = [(row["prompt"], row.get("lineage", {}).get("eval_run"), row["rollout_index"]) for row in rows]
+        assert len(set(slots)) == len(slots), (mode, seed)
+        blobs = [json.dumps({k: v for k, v in row.items() if k != "timing"}, sort_keys=True, default=str) for row in rows]
+        assert len(set(blobs)) == len(blobs), (mode, seed)
+
+
+_RESUMABLE = (
+    "import sys, time, toolkit as tk\n"
+    "tools = str(tk.dataset_path('tools/airline_support.json'))\n"
+    "base = tk.seeded_agent(tools, seed=0)\n"
+    "def agent(messages, tools):\n"
+    "    time.sleep(0.01)\n"
+    "    return base(messages, tools)\n"
+    "d = tk.simulate(agent, tools=tools, budget=200, checkpoint=sys.argv[1], output=sys.argv[2], overwrite=True,\n"
+    "                progress=False, advanced={'concurrency': 8})\n"
+    "print(len(d.rows), d.stopped_because)\n"
+)
+
+
+def test_killed_four_times_a_non_reproducible_run_ends_at_its_budget_in_both_files(tmp_path):
+    """Issue 21, row 2: each resume of a default (non-reproducible) run plans new prompts and
+    keeps the checkpoint's rows as leftovers; they now count toward the budget from the start,
+    so four SIGKILLs and a resume end at exactly 200 rows, none repeated, in the checkpoint
+    and in the separate output= alike (it was 383 of 300 before)."""
+    checkpoint, output = tmp_path / "ckpt.jsonl", tmp_path / "out.jsonl"
+    script = tmp_path / "run.py"
+    script.write_text(_RESUMABLE)
+    for target in (25, 70, 110, 160):
+        process = subprocess.Popen([sys.executable, str(script), str(checkpoint), str(output)],
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.time() + 60
+        while time.time() < deadline and process.poll() is None:
+            if checkpoint.exists() and len(checkpoint.read_text().splitlines()) >= target:
+                break
+            time.sleep(0.02)
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait()
+    out = subprocess.run([sys.executable, str(script), str(checkpoint), str(output)], capture_output=True, text=True,
+                         timeout=180, check=True).stdout.split()
+    assert out[:2] == ["200", "budget"]
+    for path in (checkpoint, output):
+        rows = tk.read_rows(path)
+        keys = [(row["prompt"], row["rollout_index"]) for row in rows]
+        assert len(keys) == len(set(keys)) == 200, path.name
+    assert {row["rollout_id"] for row in tk.read_rows(checkpoint)} == {row["rollout_id"] for row in tk.read_rows(output)}
