@@ -601,3 +601,32 @@ def test_simulate_warns_with_the_count_of_malformed_tool_calls():
     total = sum(r.get("bad_tool_arguments", 0) for r in data.rows)
     assert len(data.rows) == 6 and all(r.get("bad_tool_arguments", 0) >= 1 for r in data.rows)
     assert any(f"{total} tool calls in 6 rows broke their tool's schema" in w for w in data.warnings)
+
+
+def test_a_runaway_reply_is_cut_marked_counted_and_warned(tmp_path):
+    """Issue 21, row 12: a 3 MB reply (the audit sent 50 MB) is kept to MAX_REPLY_CHARS with a
+    marker saying how much went; the row counts it, simulate warns, and the file stays small."""
+    from toolkit.sim.rollout import MAX_REPLY_CHARS
+
+    huge = "x" * (3 * MAX_REPLY_CHARS)
+
+    def chatty(messages, tools):
+        return {"role": "assistant", "content": huge}
+
+    def verbose(message):
+        return {"steps": [], "final_text": huge}
+
+    for agent in (chatty, verbose):
+        row = tk.run_rollout(agent, "Cancel booking ABC123", tools=TOOLS, user=False)
+        assert len(row["final_text"]) < MAX_REPLY_CHARS + 200 and row["final_text"].startswith("xxx")
+        assert f"{2 * MAX_REPLY_CHARS:,} characters cut" in row["final_text"]
+        assert row["replies_truncated"] == 1
+    path = tmp_path / "rows.jsonl"
+    data = tk.simulate(verbose, tools=TOOLS, budget=3, output=path, progress=False)
+    assert all(r["replies_truncated"] == 1 for r in data.rows)
+    assert any("longer than 1,000,000 characters" in w for w in data.warnings)
+    # a row holds its reply text up to three times (final_text, the step, the trajectory's copy):
+    # capped, 3 rows stay under 12 MB; uncapped they were 27 MB
+    assert path.stat().st_size < 4 * 3 * (MAX_REPLY_CHARS + 1000)
+    short = tk.run_rollout(lambda message: {"steps": [], "final_text": "fine"}, "hi", tools=TOOLS, user=False)
+    assert "replies_truncated" not in short

@@ -101,7 +101,7 @@ from toolkit.sim.config import SimulateConfig, _load_rows
 from toolkit.sim.data import RowStore, SimulationData, write_json_atomic
 from toolkit.sim.knobs import KNOB_NEEDS
 from toolkit.sim.planner import gap_guided_situations, open_ended_candidates
-from toolkit.sim.rollout import _RUN_CANCEL, _AgentTimeout, _call_until, run_rollout
+from toolkit.sim.rollout import _RUN_CANCEL, MAX_REPLY_CHARS, _AgentTimeout, _call_until, run_rollout
 from toolkit.sim.search import (
     ARM_CAPS,
     ARM_FLOORS,
@@ -705,6 +705,7 @@ class _Engine:
             if paired:
                 self.decide_baseline = _baseline_means(question["baseline"])
         self.bad_arguments = [0, 0]  # tool calls refused for breaking their schema, rows with one
+        self.truncated_rows = 0  # rows with a reply cut at rollout.MAX_REPLY_CHARS
         # (path, error, rows this run wrote to it) of the first row write that failed: the run
         # stops as "write_failed" and returns what it has instead of raising it away
         self.write_failure: tuple[Path, OSError, int] | None = None
@@ -1690,6 +1691,8 @@ class _Engine:
         if public.get("bad_tool_arguments"):
             self.bad_arguments[0] += public["bad_tool_arguments"]
             self.bad_arguments[1] += 1
+        if public.get("replies_truncated"):
+            self.truncated_rows += 1
         self.durations.append(float((row.get("timing") or {}).get("seconds") or 0.0))
         reward = public.get("reward")
         if isinstance(reward, (int, float)) and not isinstance(reward, bool):
@@ -2171,6 +2174,9 @@ class _Engine:
             bad_calls, bad_rows = self.bad_arguments
             self.warnings.append(f"{bad_calls} tool calls in {bad_rows} rows broke their tool's schema (a wrong type, an undeclared or missing key): "
                                  "the agent got a bad_tool_arguments error instead of an answer; each row counts them in 'bad_tool_arguments'.")
+        if self.truncated_rows:
+            self.warnings.append(f"{self.truncated_rows} rows had an agent reply longer than {MAX_REPLY_CHARS:,} characters: "
+                                 "it was cut there with a marker (each row counts its cut replies in 'replies_truncated').")
         if self.abandoned:
             self.degraded.append("rollouts_abandoned")
             self.warnings.append(f"{self.abandoned} rollouts were still running {k.stop_grace} s after the stop ({self.stopped_because}) and were abandoned; raise advanced['stop_grace'] to wait longer.")

@@ -204,6 +204,20 @@ def _call_until(fn: Callable[..., Any], args: tuple, timeout: float | None, stop
 
 _ARGUMENT_VALIDATORS: dict[str, Any] = {}
 
+#: The longest agent reply text a row keeps, in characters. A 50 MB reply made four rows a
+#: 1.78 GB file and 1.56 GB of memory, with no word said (issue 21, row 12); 1,000,000
+#: characters is ~250k tokens, above any context window a served model has today, so a
+#: reply this long is a runaway, not an answer. The rest is cut, marked and counted.
+MAX_REPLY_CHARS = 1_000_000
+
+
+def _capped(text: str) -> tuple[str, int]:
+    """(``text`` cut at :data:`MAX_REPLY_CHARS` with a marker saying how much went, chars cut)."""
+    if len(text) <= MAX_REPLY_CHARS:
+        return text, 0
+    cut = len(text) - MAX_REPLY_CHARS
+    return text[:MAX_REPLY_CHARS] + f" [... {cut:,} characters cut by the toolkit: the reply exceeded {MAX_REPLY_CHARS:,}]", cut
+
 
 def _argument_problems(spec: Any, arguments: Any) -> list[str]:
     """Why ``arguments`` break ``spec``'s parameter schema (at most 5 reasons), or [].
@@ -454,6 +468,7 @@ class _Run:
         self.agent_scratch: dict = {}  # handed to the agent at every turn (TurnContext.scratch)
         self.spec_by_name = {spec.name: spec for spec in self.specs}
         self.bad_tool_arguments = 0  # tool calls refused for breaking their schema
+        self.replies_truncated = 0  # replies cut at MAX_REPLY_CHARS
         self.user_state = self.user.new_state(tools=self.specs, reference_ids=self.reference_ids) if self.user is not None else None
 
     # -- bookkeeping ---------------------------------------------------------------------
@@ -586,6 +601,7 @@ class _Run:
                 self.steps.append(mapped)
         if not isinstance(final_text, str):
             return self.lose("bad_reply", f"'final_text' must be a string, got {type(final_text).__name__}")
+        final_text = self.cap(final_text)
         if isinstance(result.get("seeded"), list):
             self.seeded = list(result["seeded"])
         if not final_text.strip():
@@ -601,6 +617,12 @@ class _Run:
         elif not self.steps or self.steps[-1].get("text") != final_text:
             self.steps.append({"text": final_text})
         self.final_text = final_text
+
+    def cap(self, text: str) -> str:
+        capped, cut = _capped(text)
+        if cut:
+            self.replies_truncated += 1
+        return capped
 
     def _map_step(self, step: Any) -> tuple[dict | None, str]:
         """A message-shaped agent's step as a row step, or (None, why it cannot be one).
@@ -646,7 +668,7 @@ class _Run:
                 reply = normalize_reply(raw, call_id_prefix=f"call_{turn}", agent=_agent_label(self.agent))
             except BadReply as error:
                 return self.lose(error.reason, error.detail)
-            content = reply["content"]
+            content = self.cap(reply["content"]) if isinstance(reply["content"], str) else reply["content"]
             calls = reply["tool_calls"]
             if calls:
                 messages.append({"role": "assistant", "content": content, "tool_calls": calls})
@@ -744,6 +766,8 @@ class _Run:
             row["unmapped_steps"] = list(self.unmapped_steps)
         if self.bad_tool_arguments:
             row["bad_tool_arguments"] = self.bad_tool_arguments
+        if self.replies_truncated:
+            row["replies_truncated"] = self.replies_truncated
         if self.world.execute_errors:
             row["execute_errors"] = list(self.world.execute_errors)
         if self.seeded is not None:
