@@ -694,7 +694,7 @@ class _Engine:
         # until="decided": each prompt group's mean reward is one unit once its k rollouts
         # are graded, fed to the anytime-valid sequence in the order groups complete
         self.decision: dict | None = None
-        self.decide_rewards: dict[int, list[float]] = {}
+        self.decide_rewards: dict[tuple, list[float]] = {}
         self.decide_sequence = None
         self.decide_baseline: dict[tuple, float] | None = None
         self.decide_unpaired = 0  # complete groups whose prompt the baseline run lacks
@@ -1719,7 +1719,10 @@ class _Engine:
 
     def _decide(self, group: Any, reward: float, row: Mapping[str, Any]) -> None:
         """Feed a graded reward to until='decided''s sequence; record the first exclusion."""
-        rewards = self.decide_rewards.setdefault(id(group), [])
+        # keyed by the group's key and eval run, not id(): an abandoned group's object can be
+        # freed and its id reused by a new one
+        slot = (group.key, group.eval_run)
+        rewards = self.decide_rewards.setdefault(slot, [])
         rewards.append(min(1.0, max(0.0, reward)))
         if len(rewards) != max(1, group.k) or self.decision is not None:
             return
