@@ -53,7 +53,7 @@ _LAZY = {
     "coverage_curve": "situations", "random_design_curve": "situations", "extend_array": "situations",
     # rows
     "read_rows": "rows", "save_rows": "rows", "RowWriter": "rows", "validate_row": "rows", "to_pandas": "rows",
-    "read_tau_bench": "rows",
+    "read_tau_bench": "rows", "read_inspect_log": "rows",
     # statistics
     "pass_at": "stats", "bootstrap_ci": "stats", "clustered_mean": "stats", "sign_flip_test": "stats", "wilson": "stats", "compare_runs": "stats",
     "delta_report": "stats", "eval_variance": "stats", "group_signal": "stats", "holdout_size": "stats",

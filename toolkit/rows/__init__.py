@@ -40,6 +40,7 @@ from toolkit.rows._schema import SCHEMA_VERSION, SCRUBBED_KEYS, row_schema, vali
 from toolkit.rows._scrub import scrub
 from toolkit.rows._views import Judgment, Marker, Rollout, Task, from_row, messages_from_steps, to_row
 from toolkit.rows._write import RowWriter, save_rows
+from toolkit.rows.inspect_log import read_inspect_log
 from toolkit.rows.tau_bench import read_tau_bench, tau_bench_row
 
 __all__ = [
@@ -62,4 +63,5 @@ __all__ = [
     "to_pandas",
     "read_tau_bench",
     "tau_bench_row",
+    "read_inspect_log",
 ]
