@@ -90,6 +90,7 @@ from typing import Any
 import numpy as np
 
 from toolkit._util.hashing import sha256_hex, stable_hash, stable_uniform
+from toolkit._util.lockfile import HeldLock, release_lock, take_lock
 from toolkit._util.results import json_safe
 from toolkit._util.validate import is_number
 from toolkit._version import __version__
@@ -2390,48 +2391,18 @@ class _CheckpointLock:
     """
 
     def __init__(self, checkpoint: Path) -> None:
-        import fcntl
-        import json
-        import os
-        import socket
-        from datetime import datetime, timezone
-
         self.path = _sidecar(checkpoint, ".lock")
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            handle = open(self.path, "a+", encoding="utf-8")
+            self._handle = take_lock(self.path)
+        except HeldLock as held:
+            who = ", ".join(f"{key} {held.holder[key]}" for key in ("pid", "host", "started") if key in held.holder)
+            raise ConfigError(f"checkpoint={str(checkpoint)!r} is in use by another run ({who or 'holder unknown'}; lock file "
+                              f"{str(self.path)!r}): two runs on one checkpoint write every row twice. Wait for it to "
+                              "finish, stop it, or give this run its own checkpoint= path.") from None
         except OSError as error:
             raise ConfigError(f"checkpoint={str(checkpoint)!r}: cannot create its lock file {str(self.path)!r} "
                               f"({type(error).__name__}: {error})") from None
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            handle.seek(0)
-            try:
-                holder = json.loads(handle.read() or "{}")
-            except ValueError:
-                holder = {}
-            handle.close()
-            who = ", ".join(f"{key} {holder[key]}" for key in ("pid", "host", "started") if key in holder) or "holder unknown"
-            raise ConfigError(f"checkpoint={str(checkpoint)!r} is in use by another run ({who}; lock file {str(self.path)!r}): "
-                              "two runs on one checkpoint write every row twice. Wait for it to finish, stop it, "
-                              "or give this run its own checkpoint= path.") from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                                 "started": datetime.now(timezone.utc).isoformat(timespec="seconds")}))
-        handle.flush()
-        self._handle = handle
 
     def release(self) -> None:
-        import fcntl
-
         handle, self._handle = self._handle, None
-        if handle is None:
-            return
-        try:
-            handle.seek(0)
-            handle.truncate()
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
-        finally:
-            handle.close()
+        release_lock(handle)

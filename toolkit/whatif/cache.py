@@ -58,11 +58,11 @@ import datetime as _dt
 import json
 import math
 import os
-import socket
 from pathlib import Path
 from typing import Any
 
 from toolkit._util.hashing import canonical_json, sha256_hex
+from toolkit._util.lockfile import HeldLock, holder_record, release_lock, take_lock
 from toolkit.whatif.sources import SetupError
 
 __all__ = ["ScoreCache", "CacheLockUnavailable", "CacheCorruption", "resolve_cache_mode", "entry_content_hash",
@@ -163,48 +163,21 @@ class ScoreCache:
         """Take the writer lock when this mode writes; raise CacheLockUnavailable if held."""
         if not self.writes_enabled:
             return
-        import fcntl
-
         try:
-            self.root.mkdir(parents=True, exist_ok=True)
-            handle = open(self.lock_path, "a+", encoding="utf-8")
+            # the cache's lock-file fields, which the report reads as holder_hostname / holder_started_at
+            self._lock_handle = take_lock(self.lock_path, holder_record(host="hostname", started="started_at"))
+        except HeldLock as held:
+            raise CacheLockUnavailable(str(self.lock_path), held.holder) from None
         except OSError as error:
             raise SetupError(
                 f"scorer.cache_dir {str(self.root)!r} cannot hold the score cache "
                 f"({type(error).__name__}: {error}); point cache_dir at a writable directory "
                 f"or use cache_mode: off"
             ) from None
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            handle.seek(0)
-            try:
-                holder = json.loads(handle.read() or "{}")
-            except ValueError:
-                holder = {}
-            handle.close()
-            raise CacheLockUnavailable(str(self.lock_path), holder) from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(json.dumps({
-            "pid": os.getpid(),
-            "hostname": socket.gethostname(),
-            "started_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        }))
-        handle.flush()
-        self._lock_handle = handle
 
     def release(self) -> None:
-        if self._lock_handle is not None:
-            import fcntl
-
-            try:
-                self._lock_handle.seek(0)
-                self._lock_handle.truncate()
-                fcntl.flock(self._lock_handle.fileno(), fcntl.LOCK_UN)
-            finally:
-                self._lock_handle.close()
-                self._lock_handle = None
+        handle, self._lock_handle = self._lock_handle, None
+        release_lock(handle)
 
     # -- entries ------------------------------------------------------------------------------
     @staticmethod
