@@ -64,7 +64,7 @@ from toolkit.rows._io import plain_json
 from toolkit.rows._read import Rows
 from toolkit.rows._schema import _Privileged, validate_row
 from toolkit.rows._views import messages_from_steps
-from toolkit.rows.tau_bench import _decode_result
+from toolkit.rows.tau_bench import _CallPairing, _decode_result
 
 __all__ = ["read_inspect_log"]
 
@@ -143,8 +143,7 @@ def _steps(messages: list[Any], where: str) -> tuple[str | None, str | None, lis
         elif message.role == "assistant":
             prefix.append({"role": "assistant", "content": _text(message)})
     steps: list[dict[str, Any]] = []
-    pending: dict[str, dict[str, Any]] = {}
-    unanswered: list[dict[str, Any]] = []
+    pairing = _CallPairing()
     last_text = ""
     rest = messages[position + 1 :] if position is not None else []
     for message in rest:
@@ -165,26 +164,13 @@ def _steps(messages: list[Any], where: str) -> tuple[str | None, str | None, lis
                 if number == 0 and content:
                     step["text"] = content
                 steps.append(step)
-                unanswered.append(step)
-                if "call_id" in step:
-                    pending[step["call_id"]] = step
+                pairing.called(step)
             if not calls:
                 steps.append({"text": content})
             if content:
                 last_text = content
         elif role == "tool":
-            call_id = message.tool_call_id
-            step = pending.pop(call_id, None) if call_id else None
-            if step is None and unanswered:
-                # No id to match: pair with the oldest call still waiting, as the API orders them.
-                step = unanswered[0]
-                if step.get("call_id"):
-                    pending.pop(step["call_id"], None)
-            if step is None:
-                step = {"tool": message.function or "unknown_tool", "arguments": {}, "orphan_result": True}
-                steps.append(step)
-            else:
-                unanswered.remove(step)
+            step = pairing.answered(message.tool_call_id, message.function, steps)
             step["result"] = _decode_result(content)
             if message.error is not None:
                 step["tool_error"] = str(message.error.message)

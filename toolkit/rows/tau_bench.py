@@ -69,6 +69,36 @@ def _decode_result(content: Any) -> Any:
     return content
 
 
+class _CallPairing:
+    """Tool calls waiting for their result message, matched by call id, else (no id) to the
+    oldest call still waiting, as the chat APIs order results. Shared by the readers that
+    turn an OpenAI-shaped conversation into steps (tau-bench, inspect_ai)."""
+
+    def __init__(self) -> None:
+        self.by_id: dict[str, dict[str, Any]] = {}
+        self.waiting: list[dict[str, Any]] = []
+
+    def called(self, step: dict[str, Any]) -> None:
+        self.waiting.append(step)
+        if "call_id" in step:
+            self.by_id[step["call_id"]] = step
+
+    def answered(self, call_id: Any, name: Any, steps: list[dict[str, Any]]) -> dict[str, Any]:
+        """The step a tool result belongs to; a result with no call to pair becomes its own
+        step, marked ``orphan_result``."""
+        step = self.by_id.pop(call_id, None) if call_id else None
+        if step is None and self.waiting:
+            step = self.waiting[0]
+            if step.get("call_id"):
+                self.by_id.pop(step["call_id"], None)
+        if step is None:
+            step = {"tool": name or "unknown_tool", "arguments": {}, "orphan_result": True}
+            steps.append(step)
+        else:
+            self.waiting.remove(step)
+        return step
+
+
 def _text(content: Any) -> str | None:
     """Message content as text: a string, or the text parts of a content-part list."""
     if content is None or isinstance(content, str):
@@ -164,8 +194,7 @@ def tau_bench_row(entry: Mapping[str, Any], where: str = "entry") -> dict[str, A
         raise RowError(f"{where}.traj: no user message, so the conversation has no prompt")
 
     steps: list[dict[str, Any]] = []
-    pending: dict[str, dict[str, Any]] = {}
-    unanswered: list[dict[str, Any]] = []
+    pairing = _CallPairing()
     final_text = ""
     for offset, message in enumerate(messages[position + 1 :], start=position + 1):
         role = message.get("role")
@@ -181,26 +210,13 @@ def tau_bench_row(entry: Mapping[str, Any], where: str = "entry") -> dict[str, A
                     if number == 0 and content:
                         step["text"] = content
                     steps.append(step)
-                    unanswered.append(step)
-                    if "call_id" in step:
-                        pending[step["call_id"]] = step
+                    pairing.called(step)
             else:
                 steps.append({"text": content or ""})
             if content:
                 final_text = content
         elif role == "tool":
-            call_id = message.get("tool_call_id")
-            step = pending.pop(call_id, None) if call_id else None
-            if step is None and unanswered:
-                # No id to match: pair with the oldest call still waiting, as the API orders them.
-                step = unanswered[0]
-                if step.get("call_id"):
-                    pending.pop(step["call_id"], None)
-            if step is None:
-                step = {"tool": message.get("name") or "unknown_tool", "arguments": {}, "orphan_result": True}
-                steps.append(step)
-            else:
-                unanswered.remove(step)
+            step = pairing.answered(message.get("tool_call_id"), message.get("name"), steps)
             step["result"] = _decode_result(content if content is not None else "")
         # other roles (a second system message) carry no agent action; they stay in messages
 
