@@ -11,7 +11,11 @@ allpairspy's, is checked for complete coverage with ``tk.coverage``.
 
 Targets (issue 3) at effort="default": every array complete; never more rows than
 allpairspy; median rows / best-known <= 1.10 and max <= 1.25; 10^30 in <= 0.25 s; strength-3
-arrays for 3^10 and 2^20 in <= 5 s.
+arrays for 3^10 and 2^20 in <= 5 s. Issue 19's t = 2 target (median <= 1.08 over 3^13, 5^10,
+4^20, 3^50, 2^100, 10^20, 10^30) measured 1.056 (10^20 1.168 and 10^30 1.100 not improved;
+docs/design/covering.md says what was tried).
+
+``--only grid``: tk.situation_grid for 500 / 1,000 / 2,000 synthetic tools (issue 21 row 13).
 """
 
 from __future__ import annotations
@@ -113,6 +117,44 @@ def _strength_three_table(effort: str) -> list[str]:
     return failures
 
 
+# Issue 21 row 13: the situation grid on a wide tool axis (synthetic tools, each with a
+# reference parameter so world_state varies too; two policy clauses = two rule blocks).
+GRID_TOOLS = (500, 1000, 2000)
+GRID_POLICY = "Refunds go back to the original payment method only.\nNever share another customer's data."
+GRID_CONSTRAINT = {"stance": "adversarial", "history": "repeat_visit"}
+
+
+def _grid_table() -> list[str]:
+    """Wall seconds of tk.situation_grid for 500 / 1,000 / 2,000 tools, without and with a
+    forbidden pair; every grid is checked complete with tk.coverage. Target: 2,000 tools in
+    <= 10 s. Before issue 21 row 13 (HEAD 5a57e1e, same machine): 7.3 / 17.6 / 73.6 s
+    unconstrained, 4.0 / 13.3 s constrained at 500 / 1,000."""
+    failures = []
+    tools = lambda n: [  # noqa: E731
+        {"name": f"tool_{i:04d}", "parameters": {"type": "object", "properties": {"booking_id": {"type": "string"}}}}
+        for i in range(n)
+    ]
+    tk.situation_grid(tools(3), GRID_POLICY, progress=False)  # imports (jsonschema formats) out of the timing
+    print(f"{'tools':>6} {'constraint':>10} {'rows':>7} {'seconds':>8} {'cpu s':>6} complete")
+    for n in GRID_TOOLS:
+        for constrained in (False, True):
+            specs = tools(n)
+            wall, cpu = time.perf_counter(), time.process_time()
+            grid = tk.situation_grid(specs, GRID_POLICY, constraints=[GRID_CONSTRAINT] if constrained else None,
+                                     progress=False)
+            wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+            factors = grid.coverage_factors
+            report = tk.coverage([dict(s.dimensions) for s in grid], factors, 2,
+                                 constraints=[GRID_CONSTRAINT] if constrained else None)
+            if not report.complete:
+                failures.append(f"grid of {n} tools (constrained={constrained}) is incomplete")
+            if n == 2000 and wall > 10.0:
+                failures.append(f"grid of 2,000 tools (constrained={constrained}) took {wall:.1f} s > 10 s")
+            print(f"{n:>6} {'yes' if constrained else 'no':>10} {len(grid):>7} {wall:>8.2f} {cpu:>6.2f} "
+                  f"{'yes' if report.complete else 'NO'}")
+    return failures
+
+
 def _ours(levels, strength, effort, repeats):
     walls, cpus, array = [], [], None
     for _ in range(repeats):
@@ -136,9 +178,16 @@ def main() -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--effort", default="default", choices=["fast", "default", "best"])
     parser.add_argument("--no-allpairspy", action="store_true", help="skip the peer (faster)")
-    parser.add_argument("--only", choices=["all", "pairwise", "higher"], default="all",
-                        help="pairwise: the issue-3 table; higher: the issue-19 t=3 / t=4 tables")
+    parser.add_argument("--only", choices=["all", "pairwise", "higher", "grid"], default="all",
+                        help="pairwise: the issue-3 table; higher: the issue-19 t=3 / t=4 tables; "
+                             "grid: the situation grid for 500 / 1,000 / 2,000 tools (issue 21 row 13)")
     args = parser.parse_args()
+    if args.only == "grid":
+        print(f"tk.situation_grid on synthetic tools, {os.cpu_count()} cpus, load average {os.getloadavg()[0]:.2f}")
+        failures = _grid_table()
+        for failure in failures:
+            print("  -", failure)
+        return 1 if failures else 0
     if args.only == "higher":
         print(f"toolkit covering arrays t=3/4, effort={args.effort!r}, {os.cpu_count()} cpus, "
               f"load average {os.getloadavg()[0]:.2f}")

@@ -24,6 +24,7 @@ The model name picks the behaviour:
   "half-writer"  one good message and one that looks like a tool call
   "slow-writer"  "writer" after sleeping `server.slow_seconds`
 
+GET /version answers {"version": server.version} when that is set (vLLM's route), else 404.
 GET /v1/models lists `server.models` (vLLM's shape: {"object": "list", "data": [{"id", ...}]}),
 by default every behaviour above in this order ("echo" first); `ChatServer(models=[])` lists none.
 Every request is kept in `server.requests` as (path, body) (a GET's body is {}), every
@@ -81,6 +82,7 @@ class ChatServer:
         self.counts: dict[str, int] = {}
         self.slow_seconds = 2.0
         self.die_after = 10  # requests "dies-after" answers before it fails for good
+        self.version: str | None = None  # when set, GET /version answers {"version": ...} (as vLLM's does)
         self.in_flight = 0
         self.max_in_flight = 0  # the most POST requests being answered at once
         self.lock = threading.Lock()
@@ -96,7 +98,9 @@ class ChatServer:
                     server.authorizations.append(self.headers.get("authorization"))
                     key = f"GET {self.path}"
                     server.counts[key] = server.counts.get(key, 0) + 1
-                if self.path.rstrip("/").endswith("/models"):
+                if self.path == "/version" and server.version is not None:
+                    self.reply(200, {"version": server.version}, {})
+                elif self.path.rstrip("/").endswith("/models"):
                     listed = [{"id": name, "object": "model", "created": 0, "owned_by": "test"} for name in server.models]
                     self.reply(200, {"object": "list", "data": listed}, {})
                 else:

@@ -82,7 +82,14 @@ def _lines(text: str) -> list[str]:
 
 
 def test_every_block_is_one_this_file_checks():
-    known = {"python", "bash", ""}
+    known = {"python", "bash", "", "console"}
+    consoles = [b for b in BLOCKS if b.language == "console"]
+    # console blocks start servers, which this file cannot run: one, in one section, and it
+    # must start the server exactly as the real-model tests do (tests/real/conftest.py)
+    assert [b.section for b in consoles] == ["Bring your own model"]
+    fixture = (ROOT / "tests" / "real" / "conftest.py").read_text()
+    for flag in ("llama_cpp.server", "--chat_format", "chatml-function-calling", "--logits_all", "--n_ctx", "2048", "SmolLM2-135M-Instruct.Q4_1.gguf"):
+        assert flag in consoles[0].code and flag in fixture, flag
     unknown = [(b.line, b.language) for b in BLOCKS if b.language not in known]
     assert not unknown, f"README blocks (line, language) with no rule in tests/test_readme.py: {unknown}"
     trees = [b.line for b in BLOCKS if b.language == "" and b.section != "Project layout"]

@@ -47,20 +47,22 @@ _LAZY = {
     "simulate": "sim", "load": "sim", "SimulationData": "sim", "run_rollout": "sim", "RunKnobs": "sim",
     "knob_table_markdown": "sim", "exact_kl": "sim", "run_progress": "sim", "ENDED_BY": "sim", "LOST_REASONS": "sim",
     # world, agents, situations
-    "World": "world", "WorldOptions": "world", "FAULT_MODES": "world", "current_rollout": "world",
+    "World": "world", "WorldOptions": "world", "FAULT_MODES": "world", "ATTACK_MODES": "world", "current_rollout": "world",
     "seeded_agent": "agents", "model_agent": "agents", "chat_agent": "agents", "message_agent": "agents",
     "situation_grid": "situations", "write_prompts": "situations", "covering_array": "situations", "coverage": "situations",
     "coverage_curve": "situations", "random_design_curve": "situations", "extend_array": "situations",
     # rows
     "read_rows": "rows", "save_rows": "rows", "RowWriter": "rows", "validate_row": "rows", "to_pandas": "rows",
-    "read_tau_bench": "rows", "read_inspect_log": "rows",
+    "read_tau_bench": "rows", "read_inspect_log": "rows", "read_tau2": "rows",
+    "read_openinference": "rows", "read_langfuse": "rows",
+    "to_inspect_dataset": "situations",
     # statistics
-    "pass_at": "stats", "bootstrap_ci": "stats", "clustered_mean": "stats", "sign_flip_test": "stats", "wilson": "stats", "compare_runs": "stats",
+    "attack_report": "stats", "pass_at": "stats", "bootstrap_ci": "stats", "clustered_mean": "stats", "sign_flip_test": "stats", "wilson": "stats", "compare_runs": "stats",
     "delta_report": "stats", "eval_variance": "stats", "group_signal": "stats", "holdout_size": "stats",
     "detectable_effect": "stats", "judge_agreement": "stats", "judge_corrected": "stats", "interval_coverage_study": "stats",
     "paired_power_study": "stats", "pass_at_k_bias_study": "stats",
     # grading and log-probabilities
-    "grade": "grading", "conduct_grader": "grading", "judge_trust": "grading", "model_judge": "grading",
+    "grade": "grading", "conduct_grader": "grading", "state_grader": "grading", "state_grade": "grading", "judge_trust": "grading", "model_judge": "grading",
     "hack_scan": "grading", "refusal_report": "grading", "trace_flag_report": "grading",
     "calibrate": "logprobs", "logprob_report": "logprobs", "mean_kl": "logprobs", "reference_logprobs": "logprobs",
     "staleness_report": "logprobs",

@@ -259,6 +259,17 @@ class MeanKL(Result):
                 f"{self.n_tokens} tokens, {len(self.per_task)} tasks")
 
 
+def _served_temperature(row: Mapping[str, Any]) -> float | None:
+    """The temperature a row was sampled at when it is not 1 and its logprobs came from a
+    model server (the row names one), else None."""
+    if not isinstance(row.get("server"), Mapping):
+        return None
+    temperature = (row.get("sampling") or {}).get("temperature")
+    if isinstance(temperature, (int, float)) and not isinstance(temperature, bool) and temperature != 1:
+        return float(temperature)
+    return None
+
+
 def _reference_values(source: list[dict], ref: Any) -> tuple[list[float | None], int, str]:
     if isinstance(ref, str):
         if source and ref != _DEFAULT_REF_FIELD and not any(ref in r for r in source):
@@ -363,6 +374,17 @@ def mean_kl(rows: Any, ref: Any = "ref_logprob") -> MeanKL:
     note = None
     if overall < 0:
         note = "negative: the sampled estimator is noisy on few rows (true KL >= 0); add rollouts"
+    tempered = sorted({t for r in source if (t := _served_temperature(r)) is not None})
+    if tempered:
+        # Measured on llama.cpp (tests/real, docs/design/real_servers.md): rows sampled at
+        # temperature 0.3 and scored by the same model give -0.006 nats/token, as at 1.0,
+        # although sampling at 0.3 is a different policy from sampling at 1.
+        warning = (
+            f"rows sampled at temperature {', '.join(f'{t:g}' for t in tempered)} carry a model server's logprobs, which "
+            "llama.cpp's server and vLLM (its default logprobs mode) give before temperature: this estimates the KL "
+            "between the untempered models, not between the sampling policies"
+        )
+        note = f"{note}; {warning}" if note else warning
     return MeanKL(
         mean_kl=round(overall, _KL_DECIMALS),
         per_task=per_task,

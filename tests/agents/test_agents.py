@@ -79,7 +79,7 @@ def test_missing_key_names_the_environment_variable(monkeypatch):
     with pytest.raises(tk.ConfigError, match="ANTHROPIC_API_KEY"):
         tk.model_agent("anthropic:claude-sonnet-4-5")
     monkeypatch.setenv("OPENAI_API_KEY", "sk-test")
-    assert tk.model_agent("openai:gpt-4o-mini").sampling == {"temperature": 1.0, "max_tokens": 768, "model": "gpt-4o-mini"}
+    assert tk.model_agent("openai:gpt-4o-mini").sampling == {"temperature": 1.0, "max_tokens": 512, "model": "gpt-4o-mini"}
 
 
 def test_model_agent_option_validation():

@@ -393,3 +393,89 @@ def test_a_missing_sdk_names_the_extra_to_install(monkeypatch):
     monkeypatch.setitem(sys.modules, "anthropic", None)
     with pytest.raises(tk.ConfigError, match=r"'anthropic' package.*pip install 'toolkit\[models\]'"):
         tk.model_agent("anthropic:claude", api_key="k")
+
+
+# ---- issue 16: what real servers need, tested here at two values each (the real server in tests/real) ----
+
+
+def test_tool_choice_auto_is_sent_with_tools_and_none_sends_nothing(server):
+    messages = [{"role": "user", "content": "Where is ORD-1234?"}]
+    _agent(server, "tool-caller")(messages, TOOLS)
+    assert [b for p, b in server.requests if b.get("model") == "tool-caller"][-1]["tool_choice"] == "auto"
+    _agent(server, "tool-caller", tool_choice=None)(messages, TOOLS)
+    assert "tool_choice" not in [b for p, b in server.requests if b.get("model") == "tool-caller"][-1]
+    _agent(server, "echo")(messages, [])
+    assert "tool_choice" not in [b for p, b in server.requests if b.get("model") == "echo"][-1]  # no tools, no choice
+    with pytest.raises(tk.ConfigError, match="tool_choice must be"):
+        tk.model_agent(f"vllm:x@{server.url}", tool_choice="sometimes")
+
+
+def test_logprobs_also_ask_top_logprobs_zero(server):
+    _agent(server, "echo", logprobs=True)([{"role": "user", "content": "hi"}], [])
+    body = [b for p, b in server.requests if b.get("model") == "echo"][-1]
+    assert body["logprobs"] is True and body["top_logprobs"] == 0
+
+
+def test_a_turn_past_the_budget_is_flagged_counted_and_warned(server):
+    # the fake server ignores max_tokens for tool calls (as llama-cpp-python does): a call of
+    # tokenize('[{"name": ...}]') tokens against a budget of 2
+    def run(max_tokens):
+        agent = _agent(server, "tool-caller", max_tokens=max_tokens)
+        return tk.simulate(agent, tools=TOOLS, budget=3, max_turns=2, concurrency=1, seed=0, progress=False)
+
+    tight, roomy = run(2), run(200)
+    assert tight.rows and all(r["turns_over_budget"] >= 1 for r in tight.rows)
+    flagged = [s for r in tight.rows for s in r["steps"] if s.get("over_budget")]
+    assert flagged and all(s["output_tokens"] > 2 for s in flagged)
+    turns = sum(r["turns_over_budget"] for r in tight.rows)
+    assert any(w.startswith(f"{turns} agent turns in {len(tight.rows)} rows ran past the reply budget (max_tokens=2)") for w in tight.warnings)
+    assert not any("turns_over_budget" in r for r in roomy.rows) and not any("ran past the reply budget" in w for w in roomy.warnings)
+
+
+def test_a_turn_at_the_budget_is_counted_and_warned(server):
+    data = tk.simulate(_agent(server, "length"), tools=TOOLS, budget=2, max_turns=1, concurrency=1, seed=0, progress=False)
+    assert data.rows and all(r["turns_at_budget"] == 1 for r in data.rows)
+    assert any("stopped at the reply budget" in w for w in data.warnings)
+    echo = tk.simulate(_agent(server, "echo"), tools=TOOLS, budget=2, max_turns=1, concurrency=1, seed=0, progress=False)
+    assert not any("turns_at_budget" in r for r in echo.rows) and not any("stopped at the reply budget" in w for w in echo.warnings)
+
+
+def test_rows_record_the_server_and_its_stated_version(server):
+    agent = _agent(server, "echo")
+    assert agent([{"role": "user", "content": "hi"}], [])["server"] == {
+        "url": server.url, "model": "echo-served", "software": None, "version": None,
+    }  # the fake server states no version: recorded as unknown, not guessed
+    server.version = "0.9.1"
+    try:
+        row = tk.run_rollout(_agent(server, "echo"), "hello", user=False)  # a new agent asks once
+    finally:
+        server.version = None
+    assert row["server"] == {"url": server.url, "model": "echo-served", "software": "vLLM", "version": "0.9.1"}
+    assert [p for p, _ in server.requests].count("/version") >= 2
+
+
+def test_the_server_url_on_rows_drops_credentials():
+    assert tk.agents.backends._public_url("http://user:secret@host:8000/v1?key=abc#x") == "http://host:8000/v1"
+
+
+def test_prompt_template_chatml_scores_a_chat_through_echo(server):
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]
+    before = len(server.requests)
+    _agent(server, "echo").prompt_logprobs(messages, "Hello there")  # this server has vLLM's chat prompt_logprobs
+    assert all(p.endswith("/chat/completions") for p, _ in server.requests[before:])
+    scored = _agent(server, "echo", prompt_template="chatml").prompt_logprobs(messages, "Hello there")
+    sent = [b for p, b in server.requests if p.endswith("/completions") and not p.endswith("/chat/completions")][-1]
+    assert sent["prompt"] == "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\nHello there"
+    # independent reference: the fake server's own tokenizer and logprob rule
+    assert scored.n_tokens == len(tokenize("Hello there"))
+    assert scored.logprob == pytest.approx(math.fsum(token_logprob(t) for t in tokenize("Hello there")))
+    with pytest.raises(tk.ConfigError, match="prompt_template must be"):
+        tk.model_agent(f"vllm:x@{server.url}", prompt_template="llama3")
+
+
+def test_logprobs_that_do_not_spell_the_reply_are_trimmed_or_refused():
+    spell = tk.agents.backends._spelling
+    tokens = [{"token": t, "logprob": -1.0} for t in ["Hi", " there", "<|", "im_end", "|>"]]
+    assert [t["token"] for t in spell(tokens, "Hi there")] == ["Hi", " there"]  # the stop string the server removed
+    assert spell(tokens, "Hi there<|im_end|>") == tokens
+    assert spell(tokens, "Hello") is None and spell(tokens, "") is None

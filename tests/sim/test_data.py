@@ -1,5 +1,7 @@
 """SimulationData.pass_at: always a result with a note, never a bare None."""
 
+import json
+
 import toolkit as tk
 from toolkit.sim import ARMS
 from toolkit.sim.data import SimulationData
@@ -98,3 +100,48 @@ def test_the_offline_stand_ins_say_what_they_are_and_name_no_unexplained_referen
 
 ONE_TOOL = [{"type": "function", "function": {"name": "get_booking", "description": "Look up a booking by its id",
              "parameters": {"type": "object", "properties": {"booking_id": {"type": "string"}}, "required": ["booking_id"]}}}]  # fmt: skip
+
+
+def test_trajectories_print_privileged_keys_not_values():
+    # issue 21: data.trajectories keeps the answer key for a judge, and printing it in a
+    # notebook must not put the key's values on screen (the written rows drop it entirely)
+    tools = tk.dataset_path("tools/airline_support.json")
+    data = tk.simulate(tk.seeded_agent(tools, seed=0), tools=tools, budget=6, seed=0, progress=False)
+    trajectory = data.trajectories[0]
+    assert trajectory["privileged"] and "privileged" not in data.rows[0]
+    secret = json.dumps(dict(trajectory["privileged"]))
+    shown = repr(data.trajectories) + repr(trajectory) + str(trajectory)
+    assert "values hidden" in shown
+    public = json.dumps(data.rows[0]) + repr(data.trajectories[1:])
+    checked = 0
+    for value in trajectory["privileged"].values():
+        text = json.dumps(value).strip('"')
+        if len(text) > 8 and text not in public:  # a value only the answer key holds
+            assert text not in repr(trajectory)
+            checked += 1
+    assert checked >= 1
+    assert json.loads(json.dumps(trajectory))["privileged"] == json.loads(secret)  # still plain data to read
+
+
+def test_pass_at_on_the_statistics_view_equals_pass_at_on_whole_rows():
+    # data.pass_at decodes stored rows onto the fields pass_at reads (issue 21, row 4); the
+    # reference is tk.pass_at on the whole rows, with truncated steps, judge failures and
+    # mixed run settings present so every field the view keeps is exercised
+    from toolkit.sim.data import _statistics_view
+
+    tools = tk.dataset_path("tools/airline_support.json")
+    data = tk.simulate(tk.seeded_agent(tools, seed=0), tools=tools, budget=40, repeats=2, grade=True, seed=3, progress=False)
+    rows = [dict(r) for r in data.rows]
+    for i, row in enumerate(rows):
+        if i % 7 == 0:
+            row["reward"], row["judge_status"], row["reason"] = None, "error", f"judge down {i}"
+        if i % 5 == 0:
+            row["steps"] = [*row["steps"], {"text": "cut", "truncated": True}]
+        if i % 9 == 0:
+            row["sampling"] = {"temperature": 0.5, "max_tokens": 64}
+    whole = tk.pass_at(rows, seed=0, on_bad_reward="skip")
+    viewed = tk.pass_at([_statistics_view(r) for r in rows], seed=0, on_bad_reward="skip")
+    assert repr(viewed) == repr(whole) and viewed.config == whole.config and viewed.warnings == whole.warnings
+    assert str(viewed) == str(whole)
+    fresh = tk.simulate(tk.seeded_agent(tools, seed=0), tools=tools, budget=40, repeats=2, grade=True, seed=3, progress=False)
+    assert str(fresh.pass_at) == str(tk.pass_at(list(fresh.rows), seed=fresh._seed, on_bad_reward="skip"))

@@ -39,12 +39,12 @@ CASES: dict[str, dict] = {
 }
 
 DIGESTS = {
-    "adaptive_reproducible": "6631079c8e6ed86a7f4512e00be7e614c19b52fbd3fda8e0f287b5a33ce6a6c2",
-    "explore_default": "70ca8401e90161a7ce718e33a89571b62c9172a3bcd324fd9dde272d0db35e0d",
-    "explore_output": "46b391f7cad4d80eecf92bcf183f07fdf68e9fd28b52bd2779e941844d578f53",
-    "rl_grader": "a256fac7c20c19ae83deb2a4a157f17d45bd8700b30b845f69b845ae2bd17252",
-    "sft_conduct": "4d78eeec44d30022490b4bf33618f4e7f29a2deb4b001d483a01a694b09856dc",
-    "sft_reproducible_grader_output": "f42dec3329d4dd58e08477f810a9af895a0004269ca89cd3bd608d1786d52873",
+    "adaptive_reproducible": "8948bdb25f194bd217d3833fcefa9d3ea988ecb523e483715b56a4571b658acc",
+    "explore_default": "b72bfa214d8b23a481b07c594851649c73ac681e657653e325e1a1b94bfff2f5",
+    "explore_output": "d1d1314fb30774693911656b333dded654eb3e3f2a1c84b2ded79ba50978829f",
+    "rl_grader": "f16a0b7be5f5877d79adbe6601e406771f461b0ae7cfcb754e493c4e39f829aa",
+    "sft_conduct": "9bfd9486109be97fe9c4c61698a0fa8c22e7ae07dc2b3cb68146baadb9d3097f",
+    "sft_reproducible_grader_output": "951913a2d6db18d0e18041cb18ad87cc601c571ff98d8bd304aa295054ed4448",
 }
 
 

@@ -190,6 +190,15 @@ def test_grade_true_is_the_deterministic_conduct_grade_and_llm_grade_is_advisory
     both = tk.simulate(grade=True, llm_grade=advisory, budget=8, **FAST)
     assert [r["reward"] for r in both.rows] == [r["reward"] for r in graded.rows]  # llm_grade never overwrites reward
     assert all(r["llm_reward"] == 0.25 for r in both.rows) and both.report()["llm_grade"] is True
+    assert all(r["llm_judge_status"] == "ok" for r in both.rows) and not any(w.startswith("llm_grade:") for w in both.warnings)
+
+    def broken(row):
+        raise RuntimeError("judge server down")
+
+    # a judge that fails is heard: a status and a reason on every row, and a run warning with the count
+    failed = tk.simulate(llm_grade=broken, budget=8, **FAST)
+    assert all(r["llm_judge_status"] == "error" and r["llm_reward"] is None and "judge server down" in r["llm_reason"] for r in failed.rows)
+    assert any(w.startswith(f"llm_grade: {len(failed.rows)} of {len(failed.rows)} rows have no verdict") for w in failed.warnings)
 
 
 def test_execute_answers_every_call_without_the_fault_schedule_and_sees_the_rollout():

@@ -118,7 +118,7 @@ def test_model_user_through_the_local_server():
         messages = [{"role": "user", "content": "Check my order"}, {"role": "assistant", "content": "Which order id?"}]
         move = user.respond(messages, prompt="Check my order", state=user.new_state())
         assert move.action == "speak" and move.text == "Sure, it's ORD-1234."
-        body = server.requests[-1][1]
+        body = [body for path, body in server.requests if path.endswith("/chat/completions")][-1]
         assert body["temperature"] == pytest.approx(0.475) and body["max_tokens"] == 180
         leaver = tk.sim.simulated_user(patience="normal", user_model=f"vllm:leaver@{server.url}")
         assert leaver.respond(messages, prompt="Check my order", state=leaver.new_state()).action == "leave"

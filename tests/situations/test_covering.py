@@ -425,3 +425,30 @@ def test_lower_bounds_from_orthogonal_array_non_existence():
     # Bush: more than v+1 columns of v levels need more than v^2 rows (3^5 -> at least 10; CAN = 11).
     assert tk.covering_array([3] * 5, effort="fast").lower_bound == 10
     assert tk.covering_array([3] * 4, effort="fast").lower_bound == 9
+
+
+@pytest.mark.parametrize("levels, t", [([40, 6, 4, 3, 3], 2), ([4, 4, 3, 3, 2, 2], 3)])
+def test_forbidden_combinations_alone_answer_as_the_full_search(levels, t):
+    # With only forbidden combinations the oracle asks its questions of the factors they name
+    # (a speed-up). An always-true predicate switches that off, so the full depth-first
+    # search over every factor answers instead: the arrays must be the same, row for row.
+    forbidden = [{"f1": 0, "f3": 1}, {"f2": 2, "f4": 0, "f1": 1}]
+    fast = tk.covering_array(levels, t, constraints=forbidden, seed=4)
+    full = tk.covering_array(levels, t, constraints=[*forbidden, lambda row: True], seed=4)
+    assert np.array_equal(fast.rows, full.rows) and fast.infeasible == full.infeasible
+    rows = fast.to_dicts()
+    assert not any(all(row[n] == v for n, v in combo.items()) for combo in forbidden for row in rows)
+
+
+def test_prime_fields_are_arithmetic_mod_p():
+    # Reference: the definition of GF(p) for a prime p (addition and multiplication mod p).
+    from toolkit.situations import _covering_core
+
+    for p in (2, 3, 5, 7, 11, 13, 1009):
+        add, mul = _covering_core.galois_field(p)
+        x = np.arange(p)
+        assert np.array_equal(add, (x[:, None] + x[None, :]) % p)
+        assert np.array_equal(mul, (x[:, None] * x[None, :]) % p)
+    # A degree-1 polynomial array (t = 1) is one constant row per value.
+    oa = _covering_core.bush_orthogonal_array(7, 1, 5)
+    assert np.array_equal(oa, np.repeat(np.arange(7)[:, None], 5, axis=1))

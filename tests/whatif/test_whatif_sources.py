@@ -405,3 +405,35 @@ def test_duplicate_ids_listed_at_most_twenty(tmp_path):
     config = base_config({"adapter": "jsonl", "path": path, "label_field": "cohort"})
     selection = select_cohorts(load_traces(config.source), config)
     assert selection.duplicates_collapsed == 49 and len(selection.duplicate_ids) == 20
+
+
+def test_a_torn_last_trace_is_a_finding_not_a_silent_drop(tmp_path, monkeypatch):
+    # issue 21, row 16: a trace file whose writer was killed mid-line lost its last trace
+    # with no word in the verdict. Now the intact traces are used and a finding names the line.
+    from toolkit.whatif.examples import support_rows
+
+    monkeypatch.chdir(tmp_path)
+    tk.save_rows(support_rows(6, 6), tmp_path / "r.jsonl")
+    whole = (tmp_path / "r.jsonl").read_text()
+
+    def fork(text):
+        (tmp_path / "r.jsonl").write_text(text)
+        config = {**VALID_FORK, "source": {"adapter": "jsonl", "path": str(tmp_path / "r.jsonl")}}
+        return tk.whatif.fork(config)
+
+    torn = fork(whole + whole.splitlines()[0][:40])  # a 13th line cut off mid-write
+    findings = [f for f in torn.findings if f.code == "source_lines_skipped"]
+    assert len(findings) == 1 and findings[0].details["count"] == 1 and findings[0].details["lines"] == "13"
+    assert findings[0].severity == "degrades_trust"
+    assert sum(c.selected for c in torn.cohorts) == 12  # every intact trace is still used
+    clean = fork(whole)
+    assert not any(f.code == "source_lines_skipped" for f in clean.findings)
+
+
+VALID_FORK = {
+    "target": {"runner": "python:toolkit.whatif.examples:support_agent"},
+    "selection": {"failure_cohort": {"limit": 20}, "baseline_cohort": {"limit": 20}},
+    "change": {"system_prompt": "Quote the tool result verbatim."},
+    "scorer": {"adapter": "python", "score_fn": "python:toolkit.whatif.examples:grounding_score", "cache_mode": "off"},
+    "decision": {}, "reporting": {}, "timeouts": {},
+}

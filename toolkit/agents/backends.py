@@ -62,6 +62,7 @@ import os
 import socket
 import threading
 import time
+import urllib.request
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -94,8 +95,18 @@ _URL_PROVIDER = "url"
 # The SDK refuses an empty key; vLLM's docs use this placeholder for servers without --api-key.
 _PLACEHOLDER_KEY = "EMPTY"
 _OLLAMA_URL = "http://localhost:11434/v1"
-# The reply budget of docs/design/engine.md §10 item 30 (300 s timeout at 768 tokens).
-DEFAULT_MAX_TOKENS = 768
+# The reply budget per agent turn. GPT-4o's 2,454 assistant turns in tau-bench's published
+# airline trajectories (docs/design/real_servers.md; tokens estimated as characters / 4) have a
+# median of 51 tokens, a 99th percentile of 222 and a longest of 314: 512 never cuts a turn
+# like those, and a rambling model costs at most 512 tokens a turn (the reference engine's
+# 768, docs/design/engine.md §10 item 30, is half as much again with no turn that needs it).
+DEFAULT_MAX_TOKENS = 512
+# How llama-cpp-python's server names itself (FastAPI's openapi.json info.title), for the
+# behaviours of that server the backend has to work around.
+_LLAMA_CPP_PYTHON = "llama.cpp Python API"
+# Seconds to wait for a self-hosted server's version endpoint: it is asked once per agent,
+# after the first completion, and a server without one must not slow the run down.
+_VERSION_PROBE_SECONDS = 2.0
 # OpenAI's documented default temperature; sent explicitly so the row records it (Anthropic:
 # sent only when given, since the current SDK takes no sampling keywords).
 DEFAULT_TEMPERATURE = 1.0
@@ -268,7 +279,9 @@ class ModelAgent:
         to OpenAI-compatible servers; for ``anthropic:`` None sends nothing (the provider's
         default applies and the row records None). A per-call ``temperature=`` overrides it.
     max_tokens : int, optional
-        Reply budget per completion, a positive integer; default 768. A per-call
+        Reply budget per completion, a positive integer; default 512 (1.6 x the longest
+        GPT-4o turn in tau-bench's airline trajectories). Replies that stop at it, and servers
+        that ignore it, are counted on the row and warned about by the run. A per-call
         ``max_tokens=`` overrides it.
     top_p : float or None, optional
         Nucleus-sampling ``top_p``, sent (and recorded in ``sampling``) only when given;
@@ -296,6 +309,20 @@ class ModelAgent:
         Server base URL overriding the spec's (``vllm:``/``ollama:``), ``OPENAI_BASE_URL``
         (``openai:``) or ``ANTHROPIC_BASE_URL`` (``anthropic:``); default None. For a bare-URL
         spec it must name the same server (trailing ``/`` aside), else :class:`ConfigError`.
+    tool_choice : {"auto", "required", "none"} or None, optional
+        Sent with every request that carries tools; default ``"auto"`` (OpenAI's documented
+        default when tools are given, sent explicitly because llama-cpp-python's server
+        treats a missing ``tool_choice`` as ``"none"`` and never calls a tool). vLLM answers
+        ``"auto"`` with HTTP 400 unless started with ``--enable-auto-tool-choice`` (without it
+        no tool call is parsed either). None sends nothing: the server's own default applies.
+        Ignored for ``anthropic:``.
+    prompt_template : {"chatml"} or None, optional
+        How :meth:`prompt_logprobs` scores a chat when the server's chat endpoint returns no
+        prompt log-probabilities (llama-cpp-python's does not): ``"chatml"`` renders the chat
+        in ChatML (each message ``<|im_start|>`` role, newline, content, ``<|im_end|>``,
+        newline: the template of SmolLM2, Qwen and others) and scores it through the completions endpoint with ``echo``. Default
+        None refuses, naming the server's behaviour; the template must be the model's own or
+        the scores are of a different prompt.
     logprobs : bool or {"tokens"}, optional
         Default False. True or ``"tokens"`` (the two behave alike here) asks the server for
         log-probabilities on every completion and puts ``logprob``, ``n_tokens`` and
@@ -325,6 +352,8 @@ class ModelAgent:
         seed: int = 0,
         api_key: str | None = None,
         base_url: str | None = None,
+        tool_choice: str | None = "auto",
+        prompt_template: str | None = None,
         logprobs: bool | str = False,
     ) -> None:
         self.spec = parse_model_spec(spec)
@@ -344,6 +373,12 @@ class ModelAgent:
             raise ConfigError(f"max_retries must be an integer in [0, 10]; got {max_retries!r}")
         if len(backoff) != 2 or not 0 <= backoff[0] <= backoff[1]:
             raise ConfigError(f"backoff must be (base_seconds, cap_seconds) with 0 <= base <= cap; got {backoff!r}")
+        if tool_choice not in ("auto", "required", "none", None):
+            raise ConfigError(f"tool_choice must be 'auto', 'required', 'none' or None (send nothing); got {tool_choice!r}")
+        if prompt_template not in (None, "chatml"):
+            raise ConfigError(f"prompt_template must be None or 'chatml'; got {prompt_template!r}")
+        self.tool_choice = tool_choice
+        self.prompt_template = prompt_template
         if logprobs not in (False, True, "tokens"):
             raise ConfigError(f"logprobs must be False, True or 'tokens'; got {logprobs!r}")
         if logprobs and self.spec.provider == "anthropic":
@@ -359,6 +394,7 @@ class ModelAgent:
         # Set by the first HTTP response of any status: until then a connection failure means
         # the server is not there (not retried); after it, a live server's transient error.
         self.server_answered = False
+        self._server_identity: dict | None = None  # software / version, asked once (server_info)
         self._client = self._make_client(api_key, base_url)
 
     def _make_client(self, api_key: str | None, base_url: str | None) -> Any:
@@ -451,6 +487,29 @@ class ModelAgent:
             out["top_p"] = self.top_p
         return out
 
+    # -- the server ------------------------------------------------------------------------
+
+    def server_info(self, response: Any = None) -> dict:
+        """What the row records about the server: ``url`` (credentials and query removed),
+        ``model`` (as the reply named it), and for a self-hosted server (``vllm:``,
+        ``ollama:``, a bare URL) ``software`` and ``version`` as it states them, asked once per
+        agent after its first completion: vLLM's ``GET /version``, Ollama's ``GET
+        /api/version``, else the ``info`` of the FastAPI ``GET /openapi.json`` that
+        llama-cpp-python's server publishes (title "llama.cpp Python API", version the
+        package's). A server that states none records ``version: None``. The OpenAI API's
+        ``system_fingerprint`` is recorded as ``fingerprint`` when a reply carries one."""
+        model = getattr(response, "model", None) or self.model
+        info: dict[str, Any] = {"url": _public_url(self.server_url), "model": model}
+        if self.spec.provider in ("vllm", "ollama", _URL_PROVIDER):
+            with self._model_lock:
+                if self._server_identity is None:
+                    self._server_identity = _probe_identity(self.server_url, self.spec.provider, getattr(self._client, "api_key", None))
+            info.update(self._server_identity)
+        fingerprint = getattr(response, "system_fingerprint", None)
+        if isinstance(fingerprint, str) and fingerprint:
+            info["fingerprint"] = fingerprint
+        return info
+
     # -- retries -------------------------------------------------------------------------
 
     @property
@@ -523,8 +582,14 @@ class ModelAgent:
             request["top_p"] = self.top_p
         if tools:
             request["tools"] = [_openai_tool(t) for t in tools]
+            if self.tool_choice is not None:
+                request["tool_choice"] = self.tool_choice
         if logprobs:
             request["logprobs"] = True
+            # OpenAI and vLLM return the sampled tokens' logprobs for logprobs=True alone;
+            # llama.cpp's server (llama-cpp-python 0.3) returns "logprobs": null unless
+            # top_logprobs is sent too. 0 asks for no alternatives: only the sampled token.
+            request["top_logprobs"] = 0
         response = self._with_retries(lambda: self._client.chat.completions.create(**request))
         if not response.choices:
             raise BackendError(f"{self.spec}: the server returned no choices")
@@ -542,12 +607,34 @@ class ModelAgent:
         reply["sampling"] = dict(self.sampling, temperature=temperature, max_tokens=max_tokens, model=reply["model"], seed=self.seed)
         if response.usage is not None:
             reply["usage"] = {"input_tokens": response.usage.prompt_tokens, "output_tokens": response.usage.completion_tokens}
+            output = response.usage.completion_tokens
+            if isinstance(output, int) and output > max_tokens:
+                # the server did not apply the budget (llama-cpp-python's function-calling
+                # chat handler generates tool arguments and text after a tool choice with no
+                # limit); the rollout counts these turns and the run warns
+                reply["over_budget"] = True
         content_logprobs = getattr(getattr(choice, "logprobs", None), "content", None)
-        if logprobs and content_logprobs:
-            tokens = [{"token": t.token, "logprob": float(t.logprob)} for t in content_logprobs]
+        tokens = [{"token": t.token, "logprob": float(t.logprob)} for t in content_logprobs or []]
+        if tokens and isinstance(message.content, str) and not message.tool_calls:
+            tokens = _spelling(tokens, message.content)
+            if tokens is None:
+                spelled = "".join(t.token for t in content_logprobs)
+                at = _first_difference(spelled, message.content)
+                reply["logprob_missing"] = (
+                    f"the server's log-probabilities spell {spelled[at:at + 40]!r} where the reply text has "
+                    f"{message.content[at:at + 40]!r} (character {at}); llama-cpp-python scores the stop string it then removes "
+                    "from the reply, and splits some characters across tokens"
+                )
+        if logprobs and tokens:
             reply["tokens"] = tokens
             reply["logprob"] = math.fsum(t["logprob"] for t in tokens)
             reply["n_tokens"] = len(tokens)
+        elif logprobs and "logprob_missing" not in reply:
+            reply["logprob_missing"] = (
+                "the server sent no log-probabilities on a turn that called a tool" if message.tool_calls
+                else "the server sent no log-probabilities (logprobs: null)"
+            )  # fmt: skip
+        reply["server"] = self.server_info(response)
         return reply
 
     def _call_anthropic(self, messages: Any, tools: Any, temperature: float, max_tokens: int) -> dict:
@@ -583,9 +670,67 @@ class ModelAgent:
         reply["sampling"] = dict(self.sampling, temperature=extra.get("temperature"), max_tokens=max_tokens, model=reply["model"])
         if response.usage is not None:
             reply["usage"] = {"input_tokens": response.usage.input_tokens, "output_tokens": response.usage.output_tokens}
+        reply["server"] = self.server_info(response)
         return reply
 
     # -- scoring existing text -------------------------------------------------------------
+
+    def _echo_logprobs(self, prompt: str, completion: str) -> PromptLogprobs:
+        """Score ``completion`` after ``prompt`` through the completions endpoint with echo.
+
+        The completion's tokens are found from the end of the echoed token list, not by
+        ``text_offset``: llama-cpp-python echoes special tokens (``<|im_start|>``) as empty
+        strings or not at all, counts offsets without them, and lists the one generated token
+        only sometimes, so offsets into our prompt do not line up there. Tokens that spell the
+        generated text are dropped from the end, then tokens are taken back to front until
+        they spell the completion exactly; a token that straddles the prompt / completion
+        boundary is refused, naming the fix."""
+        text = prompt + completion
+        response = self._with_retries(
+            lambda: self._client.completions.create(model=self.model, prompt=text, max_tokens=1, echo=True, logprobs=0, temperature=0)
+        )
+        scored = response.choices[0].logprobs
+        if scored is None or not scored.tokens:
+            raise BackendError(f"{self.spec}: the server returned no prompt logprobs for echo=True")
+        tokens, values = list(scored.tokens), list(scored.token_logprobs)
+        if _LLAMA_CPP_PYTHON in str(self.server_info(response).get("software") or "") and tokens[0] and text.startswith(tokens[0]):
+            # Measured against the model's own logits (docs/design/real_servers.md): this
+            # server's echo treats the first prompt token as a BOS it skips, so when the
+            # prompt does not start with one every value belongs to the next position.
+            raise BackendError(
+                f"{self.spec}: llama-cpp-python's echo logprobs are shifted by one token unless the prompt starts with the "
+                "model's BOS token (for SmolLM2 and other ChatML models whose BOS is <|im_start|>, a ChatML prompt does: "
+                "prompt_template='chatml'); these would not be the completion's log-probabilities"
+            )
+        echoed = response.choices[0].text or ""
+        generated = echoed[len(text) :] if echoed.startswith(text) else ""
+        tail = ""
+        while generated and tokens and len(tail) < len(generated) and generated.endswith(tokens[-1] + tail):
+            tail = tokens.pop() + tail
+            values.pop()
+        picked: list[tuple[str, Any]] = []
+        spelled = ""
+        while tokens and len(spelled) < len(completion):
+            token = tokens.pop()
+            picked.insert(0, (token, values.pop()))
+            spelled = token + spelled
+        if spelled != completion:
+            if completion.endswith(spelled[len(spelled) - len(completion) :]) and len(spelled) > len(completion):
+                raise BackendError(
+                    f"{self.spec}: the completion's first token merges with the prompt's last one when tokenized together "
+                    f"(token {picked[0][0]!r}); score it from a token boundary (end the prompt with a newline or a space)"
+                )
+            at = _first_difference(spelled[::-1], completion[::-1])
+            raise BackendError(
+                f"{self.spec}: the echoed tokens do not spell the completion: {at} characters from its end they read "
+                f"{spelled[::-1][at:at + 40][::-1]!r} where it has {completion[::-1][at:at + 40][::-1]!r}"
+            )
+        out = []
+        for token, logprob in picked:
+            if logprob is None:
+                raise BackendError(f"{self.spec}: token {token!r} of the completion has no logprob")
+            out.append({"token": token, "logprob": float(logprob)})
+        return PromptLogprobs(math.fsum(t["logprob"] for t in out), len(out), out, response.model or self.model)
 
     def prompt_logprobs(self, messages: str | Sequence[Mapping[str, Any]], completion: str) -> PromptLogprobs:
         """log P(completion | messages) under this model, from the server's prompt logprobs.
@@ -604,21 +749,13 @@ class ModelAgent:
             raise ConfigError("prompt_logprobs: completion must be a non-empty string")
         self.resolve_model()
         if isinstance(messages, str):
-            text = messages + completion
-            response = self._with_retries(
-                lambda: self._client.completions.create(model=self.model, prompt=text, max_tokens=1, echo=True, logprobs=0, temperature=0)
-            )
-            scored = response.choices[0].logprobs
-            if scored is None or not scored.tokens:
-                raise BackendError(f"{self.spec}: the server returned no prompt logprobs for echo=True")
-            tokens = []
-            for token, logprob, offset in zip(scored.tokens, scored.token_logprobs, scored.text_offset):
-                if len(messages) <= offset < len(text):
-                    if logprob is None:
-                        raise BackendError(f"{self.spec}: token {token!r} of the completion has no logprob")
-                    tokens.append({"token": token, "logprob": float(logprob)})
-            return PromptLogprobs(math.fsum(t["logprob"] for t in tokens), len(tokens), tokens, response.model or self.model)
+            return self._echo_logprobs(messages, completion)
         chat = [_openai_message(m) for m in messages]
+        if self.prompt_template == "chatml":
+            # ChatML: each message "<|im_start|>{role}\n{content}<|im_end|>\n"; the assistant
+            # turn opens with "<|im_start|>assistant\n" and the completion is its content
+            prefix_text = "".join(f"<|im_start|>{m.get('role')}\n{_chatml_content(m)}<|im_end|>\n" for m in chat)
+            return self.prompt_logprobs(prefix_text + "<|im_start|>assistant\n", completion)
         full = chat + [{"role": "assistant", "content": completion}]
         scored = self._with_retries(
             lambda: self._client.chat.completions.create(
@@ -634,7 +771,9 @@ class ModelAgent:
         entries = (scored.model_extra or {}).get("prompt_logprobs")
         if not entries:
             raise BackendError(
-                f"{self.spec}: the server returned no prompt_logprobs; vLLM's OpenAI-compatible server does, OpenAI's hosted API does not"
+                f"{self.spec}: the server returned no prompt_logprobs for a chat (vLLM's OpenAI-compatible server does; OpenAI's "
+                "hosted API and llama-cpp-python's server do not). For a server whose completions endpoint takes echo (llama.cpp) "
+                "and a ChatML model, pass prompt_template='chatml'; or score a rendered prompt string: prompt_logprobs(text, completion)"
             )
         n_prefix = prefix.usage.prompt_tokens if prefix.usage is not None else None
         if n_prefix is None or n_prefix > len(entries):
@@ -648,10 +787,88 @@ class ModelAgent:
         return PromptLogprobs(math.fsum(t["logprob"] for t in tokens), len(tokens), tokens, scored.model or self.model)
 
 
+def _public_url(url: str) -> str:
+    """``url`` without user info, query or fragment: a row may be shared, a key in a URL not."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    if parts.port:
+        host = f"{host}:{parts.port}"
+    return f"{parts.scheme}://{host}{parts.path}".rstrip("/") if parts.scheme else url
+
+
+def _get_json(url: str, key: str | None) -> Any:
+    # the key the API calls carry (a server started with one may guard every route)
+    headers = {"accept": "application/json", **({"authorization": f"Bearer {key}"} if key else {})}
+    request = urllib.request.Request(url, headers=headers)
+    with urllib.request.urlopen(request, timeout=_VERSION_PROBE_SECONDS) as reply:  # noqa: S310 -- the user's own server
+        return json.loads(reply.read(1_000_000) or b"null")
+
+
+def _probe_identity(base_url: str, provider: str, key: str | None) -> dict:
+    """``{"software", "version"}`` as a self-hosted server states them; None where it states
+    none or cannot be asked. Never raises: the run must not depend on it."""
+    parts = urlsplit(base_url)
+    origin = f"{parts.scheme}://{parts.netloc}"
+    root = base_url[: -len("/v1")] if base_url.endswith("/v1") else base_url
+    attempts = [("Ollama", f"{origin}/api/version")] if provider == "ollama" else [("vLLM", f"{origin}/version")]
+    for software, url in attempts:
+        try:
+            body = _get_json(url, key)
+        except (OSError, ValueError):
+            continue
+        if isinstance(body, Mapping) and isinstance(body.get("version"), str):
+            return {"software": software, "version": body["version"]}
+    try:
+        body = _get_json(f"{root}/openapi.json", key)
+    except (OSError, ValueError):
+        body = None
+    info = body.get("info") if isinstance(body, Mapping) else None
+    if isinstance(info, Mapping) and isinstance(info.get("version"), str):
+        return {"software": str(info.get("title") or "unknown"), "version": info["version"]}
+    return {"software": None, "version": None}
+
+
+def _first_difference(a: str, b: str) -> int:
+    return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+
+
+def _spelling(tokens: list[dict], text: str) -> list[dict] | None:
+    """The leading tokens that spell ``text`` exactly: all of them when they do, fewer when
+    the server scored more than it returned (a stop string it cut off), None when no prefix
+    of them spells it (the logprobs are of some other text, and no sum of them is the
+    reply's)."""
+    spelled = ""
+    for position, token in enumerate(tokens):
+        if spelled == text:
+            return tokens[:position] or None
+        spelled += token["token"]
+        if len(spelled) > len(text):
+            return None
+    return tokens if spelled == text else None
+
+
+def _chatml_content(message: Mapping[str, Any]) -> str:
+    """A message's text for ChatML: its content, then its tool calls as a JSON list of their
+    ``function`` objects, the rendering :func:`toolkit.reference_logprobs` scores an
+    assistant turn in (so a context turn and a scored turn read alike)."""
+    text = message.get("content") or ""
+    if not isinstance(text, str):
+        text = json.dumps(text, ensure_ascii=False)
+    calls = message.get("tool_calls") or []
+    if calls:
+        text += json.dumps([dict(c.get("function", c)) for c in calls], ensure_ascii=False)
+    return text
+
+
 def _openai_message(message: Mapping[str, Any]) -> dict:
     out = {key: value for key, value in message.items() if key in ("role", "content", "tool_calls", "tool_call_id", "name")}
     if out.get("role") == "assistant" and not out.get("tool_calls"):
         out.pop("tool_calls", None)
+    if out.get("role") == "assistant" and out.get("content") is None:
+        # OpenAI takes null content beside tool calls; llama-cpp-python's server refuses it
+        # (a 500 from its request validation: "Input should be a valid string"). "" means
+        # the same to both.
+        out["content"] = ""
     return out
 
 
@@ -706,10 +923,10 @@ def model_agent(spec: str, **options: Any) -> ModelAgent:
         ``http(s)://`` server URL; see :func:`parse_model_spec`.
     **options
         Keyword options of :class:`ModelAgent`, where each is described: temperature (default
-        None, which sends 1.0 except to Anthropic), max_tokens (768), top_p (None), timeout
+        None, which sends 1.0 except to Anthropic), max_tokens (512), top_p (None), timeout
         (seconds per completion; default :func:`default_timeout`), max_retries (3), backoff
-        ((0.5, 8.0) s), seed (0), api_key, base_url, logprobs (False | True | "tokens"). An
-        unknown name raises TypeError.
+        ((0.5, 8.0) s), seed (0), api_key, base_url, tool_choice ("auto"), prompt_template (None), logprobs
+        (False | True | "tokens"). An unknown name raises TypeError.
 
     Returns
     -------

@@ -20,6 +20,7 @@ from toolkit.grading.judge import (
     resolvable_rate,
     trace_flag_report,
 )
+from toolkit.grading.state import STATE_MARKERS, StateVerdict, check_goal, state_grade, state_grader
 
 __all__ = [
     "ConductVerdict",
@@ -45,4 +46,9 @@ __all__ = [
     "HackScanError",
     "hack_scan",
     "REGIMES",
+    "StateVerdict",
+    "state_grade",
+    "state_grader",
+    "check_goal",
+    "STATE_MARKERS",
 ]

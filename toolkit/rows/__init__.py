@@ -41,6 +41,9 @@ from toolkit.rows._scrub import scrub
 from toolkit.rows._views import Judgment, Marker, Rollout, Task, from_row, messages_from_steps, to_row
 from toolkit.rows._write import RowWriter, save_rows
 from toolkit.rows.inspect_log import read_inspect_log
+from toolkit.rows.langfuse import read_langfuse
+from toolkit.rows.openinference import read_openinference
+from toolkit.rows.tau2 import read_tau2
 from toolkit.rows.tau_bench import read_tau_bench, tau_bench_row
 
 __all__ = [
@@ -64,4 +67,7 @@ __all__ = [
     "read_tau_bench",
     "tau_bench_row",
     "read_inspect_log",
+    "read_tau2",
+    "read_openinference",
+    "read_langfuse",
 ]

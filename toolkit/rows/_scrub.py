@@ -92,6 +92,12 @@ def scrub(row: Mapping[str, Any]) -> dict[str, Any]:
         del out["world_state"]
     if isinstance(out.get("faults"), list):
         out["faults"] = [fault for fault in out["faults"] if isinstance(fault, dict)]
+    if isinstance(out.get("world_diff"), list):
+        # A change to a field named like a teacher-only key (an argument called "reference")
+        # holds what its name says: dropped like the key itself.
+        out["world_diff"] = [
+            change for change in out["world_diff"] if not (isinstance(change, dict) and change.get("field") in SCRUBBED_KEYS)
+        ]
     prompt, steps = out.get("prompt"), out.get("steps")
     if isinstance(prompt, str) and isinstance(steps, list) and all(_is_step(s) for s in steps):
         old = out.get("messages")

@@ -176,8 +176,8 @@ class Rollout(Result):
     """One episode (docs/design/engine.md §8 ``Rollout``).
 
     Attribute <- row field: ``steps``, ``final_text``, ``rollout_id``, ``index`` <-
-    ``rollout_index``, ``messages``, ``ledger`` <- ``faults``, ``world_state``, ``usable``,
-    ``unusable_reason``, ``schema_version``; ``policy`` <- {``model_version``,
+    ``rollout_index``, ``messages``, ``ledger`` <- ``faults``, ``world_diff``, ``world_state``,
+    ``usable``, ``unusable_reason``, ``schema_version``; ``policy`` <- {``model_version``,
     ``policy_version``, ``sampling``, ``writer_model``, ``user_model``}; ``metrics`` <-
     {``logprob``, ``ref_logprob``, ``n_tokens``, ``token_logprobs``, ``usage``,
     ``finish_reason``, ``ended_by``, ``tools_used``, ``fault_detected``, ``group_cut``,
@@ -193,6 +193,7 @@ class Rollout(Result):
     policy: dict[str, Any] = field(default_factory=dict)
     messages: tuple[dict[str, Any], ...] | None = None
     ledger: tuple[Any, ...] | None = None
+    world_diff: tuple[Any, ...] | None = None
     world_state: Any = None
     usable: bool | None = None
     unusable_reason: str | None = None
@@ -209,8 +210,8 @@ class Judgment(Result):
     Attribute <- row field: ``reward``, ``status`` <- ``judge_status`` (ok | missing_reward |
     invalid_result | error | timeout), ``reason``, ``failure_class``; ``scorer`` <-
     {``judge_name``, ``judge_meta``, ``label_source``}; ``extra`` <- {``llm_reward``,
-    ``llm_reason``, ``qwen_reward``, ``raw_reward``, ``gold_reward``, ``gold_labels``,
-    ``quality``}. ``rollout_id`` mirrors the rollout's.
+    ``llm_reason``, ``llm_judge_status``, ``qwen_reward``, ``raw_reward``, ``gold_reward``,
+    ``gold_labels``, ``quality``}. ``rollout_id`` mirrors the rollout's.
     """
 
     reward: float | None = None
@@ -252,7 +253,7 @@ _TASK_BUCKETS = {
 }  # fmt: skip
 _ROLLOUT_DIRECT = {
     "steps": "steps", "final_text": "final_text", "rollout_id": "rollout_id",
-    "rollout_index": "index", "messages": "messages", "faults": "ledger",
+    "rollout_index": "index", "messages": "messages", "faults": "ledger", "world_diff": "world_diff",
     "world_state": "world_state", "usable": "usable", "unusable_reason": "unusable_reason",
     "schema_version": "schema_version",
 }  # fmt: skip
@@ -266,10 +267,10 @@ _ROLLOUT_BUCKETS = {
 _JUDGMENT_DIRECT = {"reward": "reward", "judge_status": "status", "reason": "reason", "failure_class": "failure_class"}
 _JUDGMENT_BUCKETS = {
     "scorer": ("judge_name", "judge_meta", "label_source"),
-    "extra": ("llm_reward", "llm_reason", "qwen_reward", "raw_reward", "gold_reward", "gold_labels", "quality"),
+    "extra": ("llm_reward", "llm_reason", "llm_judge_status", "qwen_reward", "raw_reward", "gold_reward", "gold_labels", "quality"),
 }
 # Attributes stored as tuples when the row holds a list (frozen objects; lists come back out).
-_SEQUENCE_ATTRIBUTES = {"prefix", "behaviors", "steps", "messages", "ledger"}
+_SEQUENCE_ATTRIBUTES = {"prefix", "behaviors", "steps", "messages", "ledger", "world_diff"}
 
 _JUDGMENT_FIELDS = set(_JUDGMENT_DIRECT) | {f for names in _JUDGMENT_BUCKETS.values() for f in names}
 _KNOWN_FIELDS = (
@@ -317,8 +318,8 @@ def from_row(row: Mapping[str, Any]) -> tuple[Task, Rollout, Judgment | None, li
     The row is validated first (:func:`validate_row`). Values are deep-copied, so the objects
     never alias the row. ``Judgment`` is ``None`` when the row carries none of the grading
     fields (``reward``, ``judge_status``, ``reason``, ``failure_class``, ``judge_name``,
-    ``judge_meta``, ``label_source``, ``llm_reward``, ``llm_reason``, ``qwen_reward``,
-    ``raw_reward``, ``gold_reward``, ``gold_labels``, ``quality``). Each ``markers`` entry becomes
+    ``judge_meta``, ``label_source``, ``llm_reward``, ``llm_reason``, ``llm_judge_status``,
+    ``qwen_reward``, ``raw_reward``, ``gold_reward``, ``gold_labels``, ``quality``). Each ``markers`` entry becomes
     a :class:`Marker`. :func:`to_row` of the result equals the row: every field the schema
     knows, explicit nulls, and unknown fields (kept in ``Rollout.extra``). A version-0 row whose
     fields have unexpected shapes keeps them as they are.

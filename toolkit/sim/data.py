@@ -13,11 +13,13 @@ from pathlib import Path
 from typing import Any
 
 from toolkit._util.datasets import dataset_path
+from toolkit._util.keys import REWARD_FIELDS, numeric_reward
 from toolkit._util.results import json_safe
 from toolkit.errors import ConfigError
 from toolkit.grading import conduct_grader
 from toolkit.rows import read_rows, save_rows, scrub, to_pandas
 from toolkit.rows._io import atomic_write_bytes
+from toolkit.rows._schema import _Privileged
 from toolkit.sim.knobs import RunKnobs
 from toolkit.sim.search import ARMS
 from toolkit.stats.passk import PassAt, pass_at
@@ -89,6 +91,8 @@ class RowStore:
         row.update(changed)
         for key in dropped:
             row.pop(key, None)
+        if isinstance(row.get("privileged"), dict) and not isinstance(row["privileged"], _Privileged):
+            row["privileged"] = _Privileged(row["privileged"])  # its repr hides the values (issue 21)
         return row
 
     def __iter__(self) -> Iterator[dict]:
@@ -107,6 +111,58 @@ def _delta(row: Mapping[str, Any], trajectory: Mapping[str, Any]) -> tuple[dict,
     changed = {key: value for key, value in trajectory.items() if key not in row or row[key] != value}
     dropped = [key for key in row if key not in trajectory]
     return changed, dropped
+
+
+# What tk.pass_at reads of a row (toolkit/stats/passk.py): the rewards, the task key
+# (scenario_id, task_id, prompt), rollout_id (duplicates), the judge's status and reason, and
+# run_config's keys and shares (sampling's temperature / max_tokens, the versions, the
+# prompt hash, the user and writer models, finish_reason, final_text, truncated steps).
+# tests/sim/test_data.py checks pass_at on this view equals pass_at on the whole rows.
+_STATISTICS_FIELDS = (*REWARD_FIELDS, "scenario_id", "task_id", "prompt", "rollout_id", "judge_status", "reason", "finish_reason",
+                      "final_text", "policy_version", "model_version", "judge_version", "judge_name", "prompt_hash", "user_model",
+                      "writer_model", "temperature", "max_tokens")  # fmt: skip
+_STATISTICS_NESTED = {"sampling": ("temperature", "max_tokens"), "judge_meta": ("version",), "lineage": ("system_prompt_sha",)}
+
+
+def _statistics_view(row: Mapping[str, Any], shared: dict | None = None) -> dict:
+    """``row`` cut down to what :func:`toolkit.stats.pass_at` reads, each value as pass_at
+    would judge it: ``final_text`` shortened when it has no tag (pass_at asks only whether it
+    is blank then), ``prompt`` left out when ``scenario_id`` names the task, ``reason`` kept
+    only on an ungraded row. ``shared`` pools equal nested dicts and strings across rows
+    (100,000 rows repeat a handful of them)."""
+    rollout_id = row.get("rollout_id")
+    if not isinstance(rollout_id, (str, int)) or rollout_id == "":
+        # pass_at tells id-less rows apart by their whole content: keep all of it
+        return dict(row)
+    pool = shared if shared is not None else {}
+    view: dict[str, Any] = {}
+    for key in _STATISTICS_FIELDS:
+        if key in row:
+            value = row[key]
+            view[key] = pool.setdefault(("s", value), value) if isinstance(value, str) and len(value) < 200 else value
+    text = view.get("final_text")
+    if isinstance(text, str) and "<" not in text:
+        view["final_text"] = "a" if text.strip() else ""  # answered or not: all pass_at reads of it
+    scenario = view.get("scenario_id")
+    if isinstance(scenario, str) and scenario:
+        view.pop("prompt", None)  # the task key is the scenario id; the prompt is only its fallback
+    if numeric_reward(view) is not None:
+        view.pop("reason", None)  # read only to explain rows with no reward
+    for key, inner in _STATISTICS_NESTED.items():
+        value = row.get(key)
+        if isinstance(value, Mapping):
+            part = {name: value[name] for name in inner if name in value}
+            view[key] = pool.setdefault(("d", key, repr(sorted(part.items()))), part)
+        elif key in row:
+            view[key] = value
+    steps = row.get("steps")
+    if isinstance(steps, list):
+        view["steps"] = _TRUNCATED_STEPS if any(isinstance(s, Mapping) and s.get("truncated") is True for s in steps) else _NO_STEPS
+    return view
+
+
+_TRUNCATED_STEPS: list = [{"truncated": True}]
+_NO_STEPS: list = []
 
 
 class SimulationData:
@@ -228,10 +284,20 @@ class SimulationData:
         rollouts it lost and the run's first warning."""
         # A run's rows are already written: a grader's bad reward (2.0, NaN) must not make the
         # property raise; it is skipped and counted in the printed line instead.
-        result = pass_at(self.rows, seed=self._seed, on_bad_reward="skip")
+        result = pass_at(self._rows_for_statistics(), seed=self._seed, on_bad_reward="skip")
         if len(self):
             return result
         return dataclasses.replace(result, note=self._no_rows_note(result.note))
+
+    def _rows_for_statistics(self) -> list[dict]:
+        """The rows as ``pass_at`` reads them: the decoded rows when they are in memory already,
+        else each stored row decoded in turn and projected onto the fields pass_at reads
+        (:func:`_statistics_view`), so a first statistic does not decode every row in full
+        (issue 21, row 4: 100,000 rows reached 1,182 MB that way)."""
+        if self._rows is not None:
+            return self._rows
+        shared: dict = {}
+        return [_statistics_view(row, shared) for row in self._store]
 
     def _no_rows_note(self, note: str | None) -> str:
         """pass_at's "no rows" note with what the run knows about why it has none."""

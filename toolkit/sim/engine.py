@@ -77,6 +77,7 @@ import concurrent.futures as cf
 import gc
 import math
 import queue
+import re
 import statistics
 import sys
 import threading
@@ -96,6 +97,7 @@ from toolkit._util.validate import is_number
 from toolkit._version import __version__
 from toolkit.agents import parse_model_spec
 from toolkit.errors import AgentReplyError, ConfigError
+from toolkit.grading import check_goal
 from toolkit.grading import grade as judge_grade
 from toolkit.rows import RowWriter, read_rows, scrub
 from toolkit.sim.config import SimulateConfig, _load_rows
@@ -118,7 +120,7 @@ from toolkit.sim.search import (
     update_arm_weights,
 )
 from toolkit.sim.user import simulated_user
-from toolkit.situations import AXES, HARD_TIERS, Situation, kept_fault_plan, situation_grid, tier_of, write_prompts
+from toolkit.situations import AXES, HARD_TIERS, Situation, goal_for, kept_fault_plan, situation_grid, tier_of, write_prompts
 from toolkit.situations.model_writer import ModelWriter
 from toolkit.stats.sequential import SequenceState
 from toolkit.world import World
@@ -229,6 +231,14 @@ class RolloutJob:
 
 #: Lost reasons that say the endpoint, not one reply, failed: a run of them calls the agent off.
 _ENDPOINT_FAILURES = frozenset({"agent_error", "timeout", "server_unreachable", "auth_failed"})
+
+
+def _task_goal(row: Mapping[str, Any]) -> Any:
+    """A tasks= row's goal (top level, or in its privileged block when the rows are in memory),
+    checked so a malformed one fails the run at once, naming its field."""
+    privileged = row.get("privileged") if isinstance(row.get("privileged"), Mapping) else {}
+    goal = row.get("goal", privileged.get("goal"))
+    return None if goal is None else check_goal(goal)
 
 
 def _rollout_task(job: RolloutJob) -> dict:
@@ -536,9 +546,11 @@ def simulate(
         ``grader=`` (ConfigError). False / None: no conduct grading.
     llm_grade : str, callable or False, default False
         A judge (a model spec such as ``"openai:<model>"``, or a judge callable) that grades
-        every row with :func:`toolkit.grade` once the run ends: ``llm_reward`` and
-        ``llm_reason`` on the returned rows (``output=`` / ``checkpoint=`` files were written as
-        rows landed and do not carry them). ``True`` is a ConfigError (it names no judge).
+        every row with :func:`toolkit.grade` once the run ends: ``llm_reward``, ``llm_reason``
+        and ``llm_judge_status`` (ok, error, timeout, invalid_result) on the returned rows,
+        and the judge's warnings (rows it gave no verdict, a judge grading its own model) in
+        the run's (``output=`` / ``checkpoint=`` files were written as rows landed and do not
+        carry them). ``True`` is a ConfigError (it names no judge).
         False / None: no judge.
     output : str, os.PathLike or None, default None
         A JSONL path the scrubbed rows are streamed to as they land (the file is rewritten;
@@ -672,7 +684,8 @@ class _Engine:
         self.deadline = self.started + self.cfg.time_budget if self.cfg.time_budget else None
         # the same end on the wall clock, for graders that may run in another process
         self.wall_deadline = time.time() + self.cfg.time_budget if self.cfg.time_budget else None
-        self.grid = situation_grid(self.tools, self.cfg.system_prompt, seed=self.cfg.seed, fault_modes=self.cfg.world_options)
+        self.grid = situation_grid(self.tools, self.cfg.system_prompt, seed=self.cfg.seed, fault_modes=self.cfg.world_options,
+                                   progress=self.cfg.progress)
         self.axes = {axis: tuple(values) for axis, values in self.grid.axes.items()}
         self.grid_ids = {s.id for s in self.grid}
         self.trace_boost = self._trace_boost()
@@ -707,6 +720,11 @@ class _Engine:
                 self.decide_baseline = _baseline_means(question["baseline"])
         self.bad_arguments = [0, 0]  # tool calls refused for breaking their schema, rows with one
         self.truncated_rows = 0  # rows with a reply cut at rollout.MAX_REPLY_CHARS
+        # agent turns that stopped at the reply budget, and turns the server let run past it:
+        # [turns, rows, the budget the rows' sampling names]
+        self.at_budget: list = [0, 0, None]
+        self.over_budget: list = [0, 0, None]
+        self.logprob_gaps: Counter = Counter()  # rows whose logprob is None, by the row's note
         # (path, error, rows this run wrote to it) of the first row write that failed: the run
         # stops as "write_failed" and returns what it has instead of raising it away
         self.write_failure: tuple[Path, OSError, int] | None = None
@@ -1552,7 +1570,7 @@ class _Engine:
                 key=stable_hash([self.eval_run, "task", prompt], 16), situation=situation, prompt=prompt, reference=None,
                 persona={}, arm="replay", reason="tasks= replay", parent_id=None, k=self.k, world_state=first.get("world_state"),
                 fault_plan=plan, replay={"scenario_id": first.get("scenario_id"), "writer_model": first.get("writer_model"),
-                                         "task_id": first.get("task_id")},
+                                         "task_id": first.get("task_id"), "goal": _task_goal(first)},
             ))  # fmt: skip
         if self.repeat_policy in ("none", "adaptive") and self.k > 1:
             self.repeat_policy = "fixed"
@@ -1590,6 +1608,10 @@ class _Engine:
         }  # fmt: skip
         if g.reference:
             privileged["named_reference"] = g.reference
+        # the end state the ask requires (issue 17): a tasks= row's own goal, else derived
+        goal = (g.replay or {}).get("goal") or (goal_for(situation, self.tools, g.reference) if situation is not None else None)
+        if goal is not None:
+            privileged["goal"] = goal
         user = self._user(situation)
         if g.fault_plan is not None or self.cfg.execute is not None:
             world_state, fault_plan = g.world_state, g.fault_plan
@@ -1694,6 +1716,15 @@ class _Engine:
             self.bad_arguments[1] += 1
         if public.get("replies_truncated"):
             self.truncated_rows += 1
+        for count_field, tally in (("turns_at_budget", self.at_budget), ("turns_over_budget", self.over_budget)):
+            if public.get(count_field):
+                tally[0] += public[count_field]
+                tally[1] += 1
+                tally[2] = (public.get("sampling") or {}).get("max_tokens", tally[2])
+        if public.get("logprob_turns"):
+            note = str(public.get("logprob_note") or "")
+            why = note.split(": ", 1)[1] if ": " in note else note
+            self.logprob_gaps[re.sub(r" \(\d+ turns?\)", "", why)] += 1  # the reasons, without this row's counts
         self.durations.append(float((row.get("timing") or {}).get("seconds") or 0.0))
         reward = public.get("reward")
         if isinstance(reward, (int, float)) and not isinstance(reward, bool):
@@ -1968,7 +1999,12 @@ class _Engine:
             for target in (row, public):
                 target["llm_reward"] = graded.get("reward")
                 target["llm_reason"] = graded.get("reason")
+                # a judge that failed on a row (a server error, an unreadable verdict) must
+                # show on the row, not pass for a judge that was never asked
+                target["llm_judge_status"] = graded.get("judge_status")
             self.rows.replace(index, public, row)
+        # the judge's own warnings (rows with no verdict, a self-judging model) are the run's
+        self.warnings.extend(f"llm_grade: {warning}" for warning in report.warnings)
 
     def _result(self) -> SimulationData:
         for writer in self.writers:
@@ -2178,6 +2214,20 @@ class _Engine:
             bad_calls, bad_rows = self.bad_arguments
             self.warnings.append(f"{bad_calls} tool calls in {bad_rows} rows broke their tool's schema (a wrong type, an undeclared or missing key): "
                                  "the agent got a bad_tool_arguments error instead of an answer; each row counts them in 'bad_tool_arguments'.")
+        if self.at_budget[0]:
+            turns, n_rows, budget = self.at_budget
+            self.warnings.append(f"{turns} agent turns in {n_rows} rows stopped at the reply budget (max_tokens={budget}, finish_reason "
+                                 "'length'): their replies are cut short; raise max_tokens (sampling={'max_tokens': ...} or "
+                                 "tk.model_agent(..., max_tokens=)). Each row counts them in 'turns_at_budget'.")
+        if self.over_budget[0]:
+            turns, n_rows, budget = self.over_budget
+            self.warnings.append(f"{turns} agent turns in {n_rows} rows ran past the reply budget (max_tokens={budget}): the server did not "
+                                 "apply it (llama-cpp-python's function-calling chat format, for one, generates tool arguments and the text "
+                                 "after a tool choice with no limit). Each row counts them in 'turns_over_budget'.")
+        if self.logprob_gaps:
+            gaps = "; ".join(f"{n} rows: {why}" for why, n in self.logprob_gaps.most_common(3))
+            self.warnings.append(f"logprobs were asked for but {sum(self.logprob_gaps.values())} rows have logprob None, because some of "
+                                 f"their turns came back without them ({gaps}). Each row says how many in 'logprob_turns'.")
         if self.truncated_rows:
             self.warnings.append(f"{self.truncated_rows} rows had an agent reply longer than {MAX_REPLY_CHARS:,} characters: "
                                  "it was cut there with a marker (each row counts its cut replies in 'replies_truncated').")

@@ -55,6 +55,7 @@ import os
 import queue
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from datetime import datetime, timezone
 from typing import Any
@@ -64,6 +65,7 @@ from toolkit.agents import SeededAgent, agent_shape, resolve_agent
 from toolkit.agents._protocol import BadReply, TurnContext, _turn_context, check_message_reply, has_tool_markup, normalize_reply
 from toolkit.errors import AgentReplyError, ConfigError, LostRollout, ToolkitError
 from toolkit.rows import messages_from_steps, validate_row
+from toolkit.rows._schema import _Privileged
 from toolkit.sim.user import SimulatedUser
 from toolkit.situations import world_for
 from toolkit.world import World, normalize_tools, rollout_context
@@ -469,6 +471,10 @@ class _Run:
         self.spec_by_name = {spec.name: spec for spec in self.specs}
         self.bad_tool_arguments = 0  # tool calls refused for breaking their schema
         self.replies_truncated = 0  # replies cut at MAX_REPLY_CHARS
+        self.turns_at_budget = 0  # turns that stopped at the reply budget (finish_reason "length")
+        self.turns_over_budget = 0  # turns longer than the budget: the server did not apply it
+        self.logprob_missing: Counter = Counter()  # why a model backend's turn had no logprobs
+        self.server: dict | None = None  # the model server, as its last reply described it
         self.user_state = self.user.new_state(tools=self.specs, reference_ids=self.reference_ids) if self.user is not None else None
 
     # -- bookkeeping ---------------------------------------------------------------------
@@ -539,6 +545,12 @@ class _Run:
         truncated = bool(reply.get("truncated")) or self.finish_reason == "length"
         if truncated:
             first_step["truncated"] = True
+            self.turns_at_budget += 1
+        if reply.get("over_budget") is True:
+            first_step["over_budget"] = True
+            self.turns_over_budget += 1
+        if isinstance(reply.get("server"), Mapping):
+            self.server = dict(reply["server"])
         if self.logprobs:
             logprob = reply.get("logprob")
             n_tokens = reply.get("n_tokens")
@@ -551,6 +563,8 @@ class _Run:
                     self.token_logprobs.extend(float(t.get("logprob", 0.0)) for t in reply["tokens"] if isinstance(t, Mapping))
             self.turn_logprobs.append(float(logprob) if ok else None)
             self.turn_tokens.append(int(n_tokens) if ok else None)
+            if not ok and isinstance(reply.get("logprob_missing"), str):
+                self.logprob_missing[reply["logprob_missing"]] += 1
         else:
             self.turn_logprobs.append(None)
             self.turn_tokens.append(None)
@@ -768,8 +782,17 @@ class _Run:
             row["bad_tool_arguments"] = self.bad_tool_arguments
         if self.replies_truncated:
             row["replies_truncated"] = self.replies_truncated
+        if self.turns_at_budget:
+            row["turns_at_budget"] = self.turns_at_budget
+        if self.turns_over_budget:
+            row["turns_over_budget"] = self.turns_over_budget
+        if self.server is not None:
+            row["server"] = self.server
         if self.world.execute_errors:
             row["execute_errors"] = list(self.world.execute_errors)
+        if self.world.execute is None:
+            # what the agent did to the world (issue 17): the state grader reads it
+            row["world_diff"] = self.world.diff
         if self.seeded is not None:
             row["seeded"] = list(self.seeded)
         if self.user is not None:
@@ -784,15 +807,23 @@ class _Run:
             else:
                 row["logprob"] = None
                 row["n_tokens"] = None
-                row["logprob_note"] = (
-                    f"the agent returned no log-probability on {len(self.turn_logprobs) - len(known)} of "
-                    f"{len(self.turn_logprobs)} turns; use a model backend or tk.seeded_agent for logprobs"
-                )
+                missing = len(self.turn_logprobs) - len(known)
+                row["logprob_turns"] = {"scored": len(known), "missing": missing}
+                if self.logprob_missing:
+                    # a model backend asked for them and the server sent none: say what it did
+                    why = "; ".join(f"{reason} ({n} turn{'s' if n != 1 else ''})" for reason, n in self.logprob_missing.most_common())
+                    row["logprob_note"] = f"no log-probability on {missing} of {len(self.turn_logprobs)} turns: {why}"
+                else:
+                    row["logprob_note"] = (
+                        f"the agent returned no log-probability on {missing} of "
+                        f"{len(self.turn_logprobs)} turns; use a model backend or tk.seeded_agent for logprobs"
+                    )
         if situation is not None:
             row["scenario_id"] = getattr(situation, "id", None) or sha256_hex(str(sorted((dimensions or {}).items())))[:16]
             row["scenario_dimensions"] = dict(dimensions or {})
         if self.privileged:
-            row["privileged"] = dict(self.privileged)
+            # shown in a notebook as its keys only (data.trajectories, rows[0]): issue 21
+            row["privileged"] = _Privileged(self.privileged)
         if self.ended_by == "lost":
             row["lost_reason"] = self.lost_reason
             row["lost_detail"] = self.lost_detail

@@ -44,7 +44,7 @@ Where we differ from the reference design, and why:
   so 10 x 0.25 gives 3 hard items, not 2.
 """
 
-from toolkit.situations._worlds import fault_plan_for, kept_fault_plan, world_for
+from toolkit.situations._worlds import fault_plan_for, goal_for, kept_fault_plan, world_for
 from toolkit.situations.axes import (
     AXES,
     HARD_TIERS,
@@ -69,6 +69,7 @@ from toolkit.situations.covering import (
     random_design_curve,
 )
 from toolkit.situations.grid import Situation, SituationGrid, situation_grid
+from toolkit.situations.inspect_dataset import to_inspect_dataset
 from toolkit.situations.tiers import TierMix, mix_tiers
 from toolkit.situations.writer import (
     PERSONA_LENGTHS,
@@ -107,10 +108,12 @@ __all__ = [
     "fault_plan_for",
     "kept_fault_plan",
     "world_for",
+    "goal_for",
     "Prompt",
     "write_prompts",
     "reference_shapes",
     "PERSONA_LENGTHS",
     "PERSONA_MOODS",
     "PERSONA_TEXTURES",
+    "to_inspect_dataset",
 ]

@@ -10,10 +10,11 @@ from typing import Any
 from toolkit._util.hashing import stable_uniform
 from toolkit.errors import ConfigError
 from toolkit.situations.grid import Situation
-from toolkit.world._world import _CONDITION_ALIASES, World, WorldOptions
+from toolkit.world._world import _CONDITION_ALIASES, _STATE_AFTER_VERB, World, WorldOptions, tool_verb
 from toolkit.world.faults import FAULT_MODES
+from toolkit.world.tools import normalize_tools
 
-__all__ = ["fault_plan_for", "kept_fault_plan", "world_for"]
+__all__ = ["fault_plan_for", "kept_fault_plan", "world_for", "goal_for"]
 
 # ----------------------------------------------------------------------------------------
 # Situation -> fault plan, world for a situation
@@ -177,3 +178,86 @@ def world_for(
     return World(tools, options=world_options, seed=seed, world_state=state, fault_plan=plan, execute=execute)
 
 
+
+
+# ----------------------------------------------------------------------------------------
+# Situation -> goal (the end state the ask requires; teacher-only)
+# ----------------------------------------------------------------------------------------
+
+# World states in which the ask cannot be granted: the right end state is the world untouched
+# (a missing record cannot be cancelled, a done one not done twice, an ambiguous one not
+# guessed at), so the goal requires no write and every write is collateral.
+_NO_CHANGE_STATES = frozenset({"missing", "already_done", "duplicate"})
+_CONFIRM = ("confirm", "confirmation")
+_DESTRUCTIVE_WORDS = ("cancel", "delete", "remove", "refund", "destroy", "purge", "drop")
+
+
+def goal_for(situation: Any, tools: Any, reference: str | None = None) -> dict[str, Any] | None:
+    """The end state a situation's ask requires, as a goal for :func:`toolkit.state_grader`.
+
+    Derived from the ask's tool (its verb, as the world answers it), the named record, the
+    world state and the rule in play:
+
+    * a read or search asks for no change: ``writes`` is empty;
+    * an update asks that the record's ``state`` move to the verb's state (cancel ->
+      cancelled, refund -> refunded, ...) and that each required non-reference argument be
+      written (``after`` left open: the template ask does not pin its value); the tool's
+      optional arguments are ``allowed`` on that record;
+    * a create asks for one new record (``field`` ``"*"``); a delete for the record gone;
+    * in a ``missing``, ``already_done`` or ``duplicate`` world the ask cannot be granted, so
+      the goal is no change at all; an ``unrelated`` ask likewise;
+    * when the rule in play asks for confirmation and the tool destroys something, the
+      milestones are the human tool, then the tool (partial credit; not part of the reward).
+
+    A ``multi_tool`` ask (two tools, order unknown) gets no goal (None).
+
+    Parameters
+    ----------
+    situation : Situation or mapping
+        A Situation or its dimensions (``tool``, ``world_state``, ``rule`` are read).
+    tools : any
+        The agent's tools, anything :func:`toolkit.world.normalize_tools` accepts.
+    reference : str, optional
+        The record id the ask names (the writer's ``Prompt.reference``). Default None: any
+        record.
+
+    Returns
+    -------
+    dict or None
+        ``{"writes": [...], "allowed": [...], "milestones": [...]}``, or None when no goal can
+        be derived.
+    """
+    dimensions = getattr(situation, "dimensions", situation) or {}
+    if not isinstance(dimensions, Mapping):
+        return None
+    specs = {spec.name: spec for spec in normalize_tools(tools)}
+    name = dimensions.get("tool")
+    state = str(dimensions.get("world_state") or "")
+    if name == "unrelated" or state in _NO_CHANGE_STATES:
+        return {"writes": [], "allowed": [], "milestones": []}
+    spec = specs.get(name)
+    if spec is None or spec.is_human:
+        return None
+    verb = tool_verb(spec)
+    record = None if reference is None else str(reference)
+    writes: list[dict[str, Any]] = []
+    allowed: list[dict[str, Any]] = []
+    if verb == "create":
+        writes.append({"record": None, "field": "*"})
+    elif verb == "delete":
+        writes.append({"record": record, "field": "*", "after": None})
+    elif verb == "update":
+        after = next((_STATE_AFTER_VERB[w] for w in spec.words if w in _STATE_AFTER_VERB), None)
+        if after is not None:
+            writes.append({"record": record, "field": "state", "after": after})
+        for parameter in spec.properties:
+            if parameter in spec.reference_parameters:
+                continue
+            entry = {"record": record, "field": parameter}
+            (writes if parameter in spec.required else allowed).append(entry)
+    milestones: list[dict[str, Any]] = []
+    rule = str(dimensions.get("rule") or "").lower()
+    humans = [s.name for s in specs.values() if s.is_human]
+    if humans and any(w in rule for w in _CONFIRM) and any(w in spec.name.lower() for w in _DESTRUCTIVE_WORDS):
+        milestones = [{"tool": humans[0]}, {"tool": spec.name}]
+    return {"writes": writes, "allowed": allowed, "milestones": milestones}

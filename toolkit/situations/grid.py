@@ -12,8 +12,8 @@ from toolkit._util.hashing import canonical_json, stable_hash
 from toolkit._util.results import Result, json_safe
 from toolkit.errors import ConfigError, unknown_name_message
 from toolkit.situations.axes import AXES, RULE_CAP, TIERS, situation_axes, tier_of
+from toolkit.situations.covering import _build as _build_covering_array
 from toolkit.situations.covering import coverage as _coverage
-from toolkit.situations.covering import covering_array as _covering_array
 
 __all__ = ["Situation", "SituationGrid", "situation_grid"]
 
@@ -237,6 +237,50 @@ def _block_seed(seed: int, *parts: Any) -> int:
 # stable identity. Bounded; rows are copied out.
 _UNCONSTRAINED_BLOCKS: dict[tuple, list[dict]] = {}
 
+# The progress bar appears only once a grid has taken this long, so the everyday grid (a few
+# tools: ~10-50 ms) prints nothing, while a 2,000-tool grid (~5 s) shows its bar.
+_PROGRESS_DELAY = 1.0
+# Bar units per block (each block reports the share of its construction done).
+_UNITS_PER_BLOCK = 100
+
+
+class _Progress:
+    """A tqdm bar (terminal or notebook, via tqdm.auto) over the grid's blocks; a no-op when
+    ``enabled`` is False or tqdm cannot be imported."""
+
+    def __init__(self, enabled: bool, n_blocks: int):
+        self.bar = None
+        self.block = 0
+        if enabled:
+            try:
+                from tqdm.auto import tqdm
+            except ImportError:  # pragma: no cover - tqdm is a core dependency
+                return
+            self.bar = tqdm(
+                total=n_blocks * _UNITS_PER_BLOCK, desc="situation grid", delay=_PROGRESS_DELAY,
+                bar_format="{desc}: {percentage:3.0f}%|{bar}| [{elapsed}{postfix}]", leave=True,
+            )
+
+    def start(self, index: int, label: str) -> None:
+        self.block = index
+        if self.bar is not None:
+            self.bar.set_postfix_str(label, refresh=False)
+            self._to(index * _UNITS_PER_BLOCK)
+
+    def advance(self, fraction: float) -> None:
+        if self.bar is not None:
+            self._to(self.block * _UNITS_PER_BLOCK + int(fraction * _UNITS_PER_BLOCK))
+
+    def _to(self, position: int) -> None:
+        # Several greedy runs of one block report from 0 again: the bar never goes back.
+        if position > self.bar.n:
+            self.bar.update(position - self.bar.n)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self._to(self.bar.total)
+            self.bar.close()
+
 
 def situation_grid(
     tools: Any,
@@ -248,6 +292,7 @@ def situation_grid(
     *,
     rule_cap: int = RULE_CAP,
     effort: str = "default",
+    progress: bool = True,
 ) -> SituationGrid:
     """The layered covering grid of situations for one agent.
 
@@ -281,6 +326,10 @@ def situation_grid(
     effort : str
         Passed to the covering array of every block: ``"fast"``, ``"default"`` (default) or
         ``"best"``.
+    progress : bool
+        Show a progress bar (tqdm: a line in a terminal, a widget in a notebook) over the
+        blocks, once the grid has taken more than a second (a grid of a few tools never
+        shows it; 2,000 tools take ~5 s). False: never. Default True.
 
     Returns
     -------
@@ -290,13 +339,15 @@ def situation_grid(
     ------
     ConfigError
         If ``seed`` is not an integer, ``strength`` is not an integer >= 1, ``rule_cap`` is
-        invalid, or a constraint names an unknown axis or value (or forbids a rule
-        entirely).
+        invalid, ``progress`` is not a bool, or a constraint names an unknown axis or value
+        (or forbids a rule entirely).
     """
     if isinstance(seed, bool) or not isinstance(seed, int):
         raise ConfigError(f"seed must be an integer, got {seed!r}")
     if isinstance(strength, bool) or not isinstance(strength, int) or strength < 1:
         raise ConfigError(f"strength must be an integer >= 1, got {strength!r}")
+    if not isinstance(progress, bool):
+        raise ConfigError(f"progress must be True or False, got {progress!r}")
     described = situation_axes(tools, system_prompt, fault_modes=fault_modes, rule_cap=rule_cap)
     axes = dict(described.axes)
     user_constraints = _check_constraints(constraints, axes)
@@ -329,7 +380,9 @@ def situation_grid(
                 cache_key = (canonical_json(varying), t, block_seed, effort)
                 rows = _UNCONSTRAINED_BLOCKS.get(cache_key)
             if rows is None:
-                array = _covering_array(varying, strength=t, constraints=block_constraints or None, seed=block_seed, effort=effort)
+                array = _build_covering_array(
+                    varying, t, block_constraints or None, None, block_seed, effort, None, bar.advance
+                )
                 rows = array.to_dicts()
                 if array.infeasible:
                     notes.append(f"{len(array.infeasible)} {t}-tuples of block {rule!r} are forbidden by the constraints")
@@ -344,10 +397,16 @@ def situation_grid(
                 seen.add(situation.id)
                 situations.append(situation)
 
-    add_block("unspecified", "base", strength, _block_seed(seed, "base"))
-    n_base = len(situations)
-    for rule in described.rules:
-        add_block(rule, "rule", strength - 1, _block_seed(seed, "rule-block", rule))
+    bar = _Progress(progress, 1 + len(described.rules))
+    try:
+        bar.start(0, "base block")
+        add_block("unspecified", "base", strength, _block_seed(seed, "base"))
+        n_base = len(situations)
+        for index, rule in enumerate(described.rules, start=1):
+            bar.start(index, f"rule {index}/{len(described.rules)}")
+            add_block(rule, "rule", strength - 1, _block_seed(seed, "rule-block", rule))
+    finally:
+        bar.close()
 
     dicts = [dict(s.dimensions) for s in situations]
     return SituationGrid(

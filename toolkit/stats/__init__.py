@@ -7,6 +7,7 @@ first; ``__all__`` is written out.
 
 from toolkit.stats._intervals import MeanInterval, mean_interval
 from toolkit.stats.agreement import JudgeAgreement, WilsonInterval, judge_agreement, wilson
+from toolkit.stats.attacks import AttackRate, AttackReport, attack_report
 from toolkit.stats.compare import (
     LOWER_IS_BETTER,
     MIN_PAIRED_TASKS,
@@ -58,6 +59,9 @@ from toolkit.stats.summaries import (
 )
 
 __all__ = [
+    "AttackRate",
+    "AttackReport",
+    "attack_report",
     "bootstrap_ci",
     "BootstrapResult",
     "ConfidenceInterval",

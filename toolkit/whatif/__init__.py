@@ -33,7 +33,7 @@ A config (YAML; JSON and dicts take the same shape)::
     timeouts: {replay_seconds: 60, score_seconds: 30}
 
 Modules: ``config`` (strict pydantic v2 schema, error rendering with did-you-mean),
-``sources`` (stub, jsonl, phoenix, langfuse; cohort selection), ``replay`` (runner contract,
+``sources`` (stub, jsonl, phoenix, langfuse, inspect_log, tau2; cohort selection), ``replay`` (runner contract,
 bounded parallel replay, tool cache), ``scoring`` (stub and python scorers, independent
 scoring), ``cache`` (score cache: modes, key, lock, corruption), ``decide`` (statistics,
 floor, guards, verdict precedence, finding codes and next steps), ``report`` (Verdict, JSON

@@ -279,6 +279,13 @@ async def _afork(config, profile: str | None, allow_stub: bool, isolated: bool) 
             "settings_unused", f"the {scorer.adapter} scorer does not read scorer.{', scorer.'.join(unused)}",
             {"fields": ", ".join(unused)}))
     run_findings.extend(_selection_findings(selection))
+    skipped = list(getattr(traces, "lines_skipped", []) or [])
+    if skipped:
+        run_findings.append(make_finding(
+            "source_lines_skipped",
+            f"{len(skipped)} line(s) of source.path held no trace and were skipped (line {', '.join(map(str, skipped[:5]))}: a last "
+            "line cut off mid-write); that trace is in neither cohort",
+            {"count": len(skipped), "lines": ", ".join(map(str, skipped[:20]))}))
 
     ordered = [trace for name in ("failure", "baseline") if name in selection for trace in selection[name].traces]
     # the cache outlives this report: it keeps rationales only where the profile shows them

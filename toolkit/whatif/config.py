@@ -72,7 +72,7 @@ __all__ = [
 
 CACHE_MODES = ("auto", "on", "off", "read_only", "refresh")
 PROFILES = ("default", "review", "minimal", "forensic")
-SOURCE_ADAPTERS = ("stub", "jsonl", "phoenix", "langfuse")
+SOURCE_ADAPTERS = ("stub", "jsonl", "phoenix", "langfuse", "inspect_log", "tau2")
 SCORER_ADAPTERS = ("stub", "python", "inspect_ai")
 FILTER_CLAUSES = ("score-below", "score-above", "since", "label", "has-tool", "task")
 
@@ -253,8 +253,13 @@ _SOURCE_FIELDS = {
     "jsonl": ("path", "format", "label_field", "failure_below"),
     "phoenix": ("spans_provider", "label_field"),
     "langfuse": ("host", "public_key_env", "secret_key_env", "page_size", "score_name", "failure_tag"),
+    # the readers' own outputs (tk.read_inspect_log, tk.read_tau2), cohort as for jsonl
+    "inspect_log": ("path", "inspect_scorer", "label_field", "failure_below"),
+    "tau2": ("path", "label_field", "failure_below"),
 }
-_SOURCE_REQUIRED = {"jsonl": ("path",), "phoenix": ("spans_provider",), "langfuse": ("host",)}
+_SOURCE_REQUIRED = {
+    "jsonl": ("path",), "phoenix": ("spans_provider",), "langfuse": ("host",), "inspect_log": ("path",), "tau2": ("path",),
+}
 # Why each adapter needs its required field, and a value to copy: "requires: host" alone
 # leaves a user of the reference's example (which has no host) guessing what to write.
 _REQUIRED_WHY = {
@@ -262,6 +267,16 @@ _REQUIRED_WHY = {
         "the recorded traces are read from this file: toolkit rows (.jsonl, one JSON object per line) "
         "or a tau-bench results file (.json); a relative path resolves against the current directory",
         "path: traces.jsonl",
+    ),
+    ("source", "path", "inspect_log"): (
+        "the inspect_ai eval log (.eval or .json, as eval() wrote it) is read with tk.read_inspect_log; "
+        "a relative path resolves against the current directory",
+        "path: logs/2026-01-01T00-00-00_task_abc.eval",
+    ),
+    ("source", "path", "tau2"): (
+        "the tau2-bench results (results.json, or the directory of a dir-format run) are read with "
+        "tk.read_tau2; a relative path resolves against the current directory",
+        "path: data/simulations/my_run.json",
     ),
     ("source", "spans_provider"): (
         "the adapter calls this python:<module>:<attr> function to get the OpenInference span dicts "
@@ -301,7 +316,7 @@ def _required_message(section: str, adapter: str, missing: list[str], sep: str =
     """``adapter 'x' requires: a, b`` and one line per field: why it is needed, a value to copy."""
     lines = [f"adapter {adapter!r} requires{sep}{', '.join(missing)}"]
     for name in missing:
-        why, example = _REQUIRED_WHY[(section, name)]
+        why, example = _REQUIRED_WHY.get((section, name, adapter)) or _REQUIRED_WHY[(section, name)]
         lines.append(f"    {section}.{name}: {why}; e.g. {example}")
     return "\n".join(lines)
 _SOURCE_DEFAULTS = {
@@ -317,7 +332,7 @@ class SourceConfig(_Strict):
     A relative ``path`` resolves against the current directory (as ``python:`` references do).
     """
 
-    adapter: Literal["stub", "jsonl", "phoenix", "langfuse"]
+    adapter: Literal["stub", "jsonl", "phoenix", "langfuse", "inspect_log", "tau2"]
     # stub: synthetic, seeded traces per cohort (support-ticket lookups; see sources.py)
     synthetic_traces: int | None = Field(default=None, ge=0, le=100_000)
     seed: int | None = Field(default=None, ge=0, le=_MAX_SEED)
@@ -326,6 +341,8 @@ class SourceConfig(_Strict):
     format: Literal["auto", "rows", "tau_bench"] | None = None
     label_field: str | None = None
     failure_below: float | None = Field(default=None, ge=0.0, le=1.0)
+    # inspect_log: the scorer whose value is the reward (default: the log's first scorer)
+    inspect_scorer: str | None = None
     # phoenix: python:<module>:<attr> returning OpenInference span dicts
     spans_provider: str | None = None
     # langfuse public API
@@ -351,7 +368,11 @@ class SourceConfig(_Strict):
             if name not in allowed and getattr(self, name) is not None
         ]
         if stray:
-            owners = {n: a for a, names in _SOURCE_FIELDS.items() for n in names}
+            # a field shared by several adapters (path) is named with the first that owns it
+            owners: dict[str, str] = {}
+            for a, names in _SOURCE_FIELDS.items():
+                for n in names:
+                    owners.setdefault(n, a)
             detail = ", ".join(f"{n} (adapter {owners[n]})" for n in sorted(set(stray)))
             raise ValueError(
                 f"field(s) {detail} do not apply to adapter {self.adapter!r}; "
@@ -550,7 +571,7 @@ class WhatIfConfig(_Strict):
         Default ``"failure_rescue"``, which needs ``selection.failure_cohort``;
         ``"regression_check"`` tests the baseline cohort only and refuses a failure cohort.
     source : SourceConfig or mapping
-        Where traces come from: ``adapter`` (stub, jsonl, phoenix, langfuse) and only that
+        Where traces come from: ``adapter`` (stub, jsonl, phoenix, langfuse, inspect_log, tau2) and only that
         adapter's fields.
     target : TargetConfig or mapping
         ``runner`` (``python:<module.path>:<attr>``) and ``max_workers`` (default 4).

@@ -115,6 +115,7 @@ FINDING_SEVERITY = {
     "aa_drift": "degrades_trust",
     "duplicate_traces_collapsed": "degrades_trust",
     "unrecognised_labels": "degrades_trust",
+    "source_lines_skipped": "degrades_trust",
     "stub_source_in_use": "degrades_trust",
     "harm_not_excluded": "blocks_ship",
     "improvement_not_significant": "blocks_ship",
@@ -247,6 +248,10 @@ FIX_SUGGESTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     "unrecognised_labels": (
         "Some traces carry a label that is neither a failure nor a baseline label.",
         ("Fix the labels in the source (or source.label_field); those traces were left out of both cohorts.",),
+    ),
+    "source_lines_skipped": (
+        "A line of the trace file was cut off mid-write and held no trace.",
+        ("Re-export the traces (the writer was probably killed); the other traces were read and used.",),
     ),
     "stub_not_allowed": (
         "The stub scorer or source cannot back a verdict.",

@@ -9,7 +9,7 @@ design departs from the system we studied are in :mod:`toolkit.world._world`'s d
 
 from toolkit.world._world import WORLD_STATES, World, WorldOptions, tool_verb
 from toolkit.world.context import RolloutContext, current_rollout, rollout_context
-from toolkit.world.faults import FAULT_MODES, FaultCall
+from toolkit.world.faults import ATTACK_MODES, FAULT_MODES, FaultCall
 from toolkit.world.tools import REFERENCE_PARAMETER_PATTERN, TOOL_KINDS, ToolSpec, normalize_tools
 
 __all__ = [
@@ -19,6 +19,7 @@ __all__ = [
     "REFERENCE_PARAMETER_PATTERN",
     "FaultCall",
     "FAULT_MODES",
+    "ATTACK_MODES",
     "World",
     "WorldOptions",
     "WORLD_STATES",

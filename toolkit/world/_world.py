@@ -78,8 +78,9 @@ from toolkit._util.hashing import stable_hash, stable_uniform
 from toolkit._util.results import json_safe
 from toolkit._util.validate import check_share
 from toolkit.errors import ConfigError, did_you_mean, unknown_name_message
+from toolkit.rows._schema import _Privileged
 from toolkit.world._ids import draw_id, id_shapes
-from toolkit.world.faults import BUILTIN_BUILDERS, FAULT_MODES, FaultCall
+from toolkit.world.faults import ATTACK_BUILDERS, ATTACK_KEY, ATTACK_MODES, BUILTIN_BUILDERS, FAULT_MODES, FaultCall
 from toolkit.world.tools import ToolSpec, normalize_tools
 
 __all__ = ["World", "WorldOptions", "WORLD_STATES", "tool_verb"]
@@ -137,6 +138,10 @@ _MONEY_CUES = ("price", "amount", "cost", "fare", "refund", "payment", "balance"
 _DATE_CUES = ("date", "time", "schedule", "flight", "booking", "appointment", "meeting", "reservation", "trip")
 _INVENTORY_CUES = ("stock", "inventory", "quantity", "item", "product", "sku", "warehouse")
 _PEOPLE_CUES = ("user", "customer", "passenger", "employee", "owner", "contact", "person", "member", "account")
+
+# Fields the world itself moves on every write: not a change the agent made (world_diff).
+_BOOKKEEPING = frozenset({"version", "updated_at"})
+_ABSENT = object()
 
 _ISSUED_ID = re.compile(r"^[a-z][a-z0-9]*_[0-9a-f]{12}$")
 
@@ -200,6 +205,12 @@ class WorldOptions:
     # (timeouts, 429s, 5xx, auth, truncation, staleness). A name equal to a built-in mode
     # replaces that mode's payload (the ledger still records the mode by name).
     fault_modes: Mapping[str, Callable[[FaultCall], dict]] = field(default_factory=dict)
+    # Attack modes this world may draw ("prompt_injection", "wrong_data"; see
+    # toolkit.world.faults.ATTACK_MODES). Default none: an attack aims at the agent rather
+    # than breaks a call, so it is opted into, never met by surprise. Enabled attacks become
+    # tool_condition values of the situation grid and join the modes a "success" situation's
+    # broken calls are drawn from. A hand-written fault_plan may name them either way.
+    attacks: tuple[str, ...] = ()
     # Mode a plan entry without "mode" uses. "timeout" as in the reference: the most common
     # failure of a networked tool.
     default_fault_mode: str = "timeout"
@@ -250,6 +261,13 @@ class WorldOptions:
             if not callable(builder):
                 raise ConfigError(f"WorldOptions.fault_modes[{name!r}] must be callable builder(call) -> dict")
         object.__setattr__(self, "fault_modes", dict(modes))
+        attacks = (self.attacks,) if isinstance(self.attacks, str) else self.attacks
+        if not isinstance(attacks, (tuple, list)):
+            raise ConfigError(f"WorldOptions.attacks must be a list of attack modes {list(ATTACK_MODES)}, got {type(attacks).__name__}")
+        for name in attacks:
+            if name not in ATTACK_MODES:
+                raise ConfigError("WorldOptions.attacks: " + unknown_name_message("attack mode", str(name), ATTACK_MODES))
+        object.__setattr__(self, "attacks", tuple(m for m in ATTACK_MODES if m in set(attacks)))
         if self.default_fault_mode not in self.mode_names:
             raise ConfigError(
                 "WorldOptions.default_fault_mode: "
@@ -280,14 +298,17 @@ class WorldOptions:
 
     @property
     def mode_names(self) -> tuple[str, ...]:
-        """Built-in modes then user-added ones (in the order given)."""
-        return FAULT_MODES + tuple(m for m in self.fault_modes if m not in FAULT_MODES)
+        """Built-in modes, the enabled attacks, then user-added ones (in the order given)."""
+        head = FAULT_MODES + self.attacks
+        return head + tuple(m for m in self.fault_modes if m not in head)
 
     def builder(self, mode: str) -> Callable[[FaultCall], dict]:
         if mode in self.fault_modes:
             return self.fault_modes[mode]
         if mode in BUILTIN_BUILDERS:
             return BUILTIN_BUILDERS[mode]
+        if mode in ATTACK_BUILDERS:
+            return ATTACK_BUILDERS[mode]
         raise ConfigError(unknown_name_message("fault mode", mode, self.mode_names))
 
     @classmethod
@@ -648,6 +669,9 @@ class World:
         self._plan_matches: dict[str, int] = {}
         self._attempts: dict[str, int] = {}
         self._issued = 0
+        # Every committed change to the world's records, in call order (``world_diff``).
+        self._diff: list[dict[str, Any]] = []
+        self._call_index = 0
 
     # -- plan ---------------------------------------------------------------------------
     def _resolve_plan(self, plan: Mapping[str, Any] | None) -> dict[str, dict[str, Any]]:
@@ -667,8 +691,9 @@ class World:
                 if entry_key not in _PLAN_KEYS:
                     raise ConfigError(f"fault_plan[{key!r}]: " + unknown_name_message("key", str(entry_key), _PLAN_KEYS))
             mode = _CONDITION_ALIASES.get(entry.get("mode"), entry.get("mode", self.options.default_fault_mode))
-            if mode not in self.options.mode_names:
-                raise ConfigError(f"fault_plan[{key!r}]: " + unknown_name_message("fault mode", str(mode), self.options.mode_names))
+            if mode not in self.options.mode_names and mode not in ATTACK_MODES:
+                known = self.options.mode_names + tuple(m for m in ATTACK_MODES if m not in self.options.mode_names)
+                raise ConfigError(f"fault_plan[{key!r}]: " + unknown_name_message("fault mode", str(mode), known))
             rate = entry.get("rate", self.options.per_call_fault_rate)
             if isinstance(rate, bool) or not isinstance(rate, (int, float)) or not 0.0 <= rate <= 1.0:
                 raise ConfigError(f"fault_plan[{key!r}]['rate'] must be a number in [0, 1], got {rate!r}")
@@ -704,6 +729,40 @@ class World:
             return copy.deepcopy(self._calls)
 
     @property
+    def diff(self) -> list[dict[str, Any]]:
+        """Every change the rollout made to the world's records, in call order (a copy).
+
+        One entry per changed field: ``{"record", "field", "before", "after", "call_index",
+        "tool", "change"}``, ``change`` one of "created", "updated", "deleted". A created or
+        deleted record is one entry with ``field`` ``"*"`` and the whole record as ``after``
+        (created) or ``before`` (deleted, None when it was never read). The world's own
+        bookkeeping (``version``, ``updated_at``) is not listed: it moves on every write and
+        says nothing about what the agent did. Faulted calls change nothing (their answer is
+        computed without side effects), so they never appear. A world with ``execute=`` keeps
+        no records: its diff is always empty.
+        """
+        with self._lock:
+            return copy.deepcopy(self._diff)
+
+    def record(self, key: str) -> dict[str, Any] | None:
+        """The world's current record ``key`` as the rollout left it (None if never seen or deleted).
+
+        Parameters
+        ----------
+        key : str
+            A reference value (a booking code, an issued id).
+
+        Returns
+        -------
+        dict or None
+            A copy of the record.
+        """
+        with self._lock:
+            if key in self._deleted or key not in self._records:
+                return None
+            return copy.deepcopy(self._records[key])
+
+    @property
     def n_calls(self) -> int:
         return len(self._calls)
 
@@ -729,6 +788,7 @@ class World:
         """Answer one tool call (see the module docstring for the order of rules)."""
         with self._lock:
             index = len(self._calls)
+            self._call_index = index
             parsed = _parse_arguments(arguments)
             result = self._call(str(tool), parsed, index)
             result = json_safe(result) if isinstance(result, Mapping) else {"status": "ok", "result": json_safe(result)}
@@ -800,6 +860,8 @@ class World:
             retry_after_seconds=self.options.retry_after_seconds,
             stale_as_of=self.options.stale_as_of,
             previous=copy.deepcopy(self._previous.get(_first(_reference_values(tool, arguments), tool, arguments))),
+            tools=tuple(name for name, spec in self.tools.items() if not spec.is_human),
+            known=copy.deepcopy(self._records.get(_first(_reference_values(tool, arguments), tool, arguments))),
         )
         try:
             payload = self.options.builder(mode)(call)
@@ -807,17 +869,27 @@ class World:
             raise ConfigError(f"fault mode {mode!r}: its builder raised {type(error).__name__}: {error}") from error
         if not isinstance(payload, Mapping):
             raise ConfigError(f"fault mode {mode!r}: its builder must return a dict, got {type(payload).__name__}")
-        self._ledger.append(
-            {
-                "tool": tool.name,
-                "mode": mode,
-                "call_index": index,
-                "injected": True,
-                "arguments_sha": stable_hash(arguments),
-                "plan_key": key,
-            }
-        )
-        return dict(payload)
+        payload = dict(payload)
+        entry = {
+            "tool": tool.name,
+            "mode": mode,
+            "call_index": index,
+            "injected": True,
+            "arguments_sha": stable_hash(arguments),
+            "plan_key": key,
+        }
+        attack = payload.pop(ATTACK_KEY, None)
+        if isinstance(attack, Mapping):
+            # the attack's goal is the answer key of "did the agent fall for it": teacher-only
+            # (scrubbed from every written row, hidden from repr)
+            entry["attack"] = True
+            entry["privileged"] = _Privileged({"attack_goal": json_safe(attack)})
+        elif mode in ATTACK_MODES:
+            # the answer held nothing to attack (wrong_data on a refusal): a ledger fault that
+            # changed nothing, not an attack the agent could fall for
+            entry["attack"] = False
+        self._ledger.append(entry)
+        return payload
 
     # -- world rules ----------------------------------------------------------------------
     def _answer(self, tool: ToolSpec, arguments: dict[str, Any], commit: bool) -> dict[str, Any]:
@@ -862,6 +934,8 @@ class World:
         if verb == "delete":
             if commit:
                 for value in references:
+                    if value not in self._deleted:
+                        self._note(tool, value, "*", self._records.get(value), None, "deleted")
                     self._deleted.add(value)
                     self._created.discard(value)
                     self._records.pop(value, None)
@@ -891,6 +965,7 @@ class World:
             self._issued += 1
             self._created.add(new_id)
             self._records[new_id] = copy.deepcopy(record)
+            self._note(tool, new_id, "*", None, record, "created")
         return {"status": "created", "id": new_id, "record": record}
 
     def _search(self, tool: ToolSpec, arguments: dict[str, Any], commit: bool) -> dict[str, Any]:
@@ -926,9 +1001,26 @@ class World:
         record["updated_at"] = self._date(["updated", key, record["version"]])
         if commit:
             locators = {name: arguments[name] for name in tool.reference_parameters if name in arguments}
-            self._previous[key] = self._record(tool, key, locators, commit=True)
+            before = self._record(tool, key, locators, commit=True)
+            self._previous[key] = before
             self._records[key] = copy.deepcopy(record)
+            for name, value in record.items():
+                if name not in _BOOKKEEPING and before.get(name, _ABSENT) != value:
+                    self._note(tool, key, name, before.get(name), value, "updated")
         return {"status": "ok", "record": record}
+
+    def _note(self, tool: ToolSpec, key: str, name: str, before: Any, after: Any, change: str) -> None:
+        self._diff.append(
+            {
+                "record": key,
+                "field": name,
+                "before": copy.deepcopy(before),
+                "after": copy.deepcopy(after),
+                "call_index": self._call_index,
+                "tool": tool.name,
+                "change": change,
+            }
+        )
 
     def _record(
         self,

@@ -1,0 +1,108 @@
+"""tk.attack_report (toolkit/stats/attacks.py): calibrated by simulation against known true
+rates, and each knob at two values with its effect."""
+
+import numpy as np
+import pytest
+
+import toolkit as tk
+
+
+def synthetic(rng, n_tasks, p_clean, p_attacked, p_success, repeats=1, mode="prompt_injection"):
+    """Rows with known true rates: task t has its own utility rates drawn around the targets
+    (so tasks differ, as real ones do), one clean and one attacked side of the same tasks."""
+    rows = []
+    for task in range(n_tasks):
+        shift = rng.normal(0, 0.8)
+        clean_p = 1 / (1 + np.exp(-(np.log(p_clean / (1 - p_clean)) + shift)))
+        attacked_p = 1 / (1 + np.exp(-(np.log(p_attacked / (1 - p_attacked)) + shift)))
+        for _ in range(repeats):
+            rows.append({"scenario_id": f"t{task}", "prompt": f"p{task}", "reward": float(rng.random() < clean_p), "faults": []})
+            rows.append(
+                {
+                    "scenario_id": f"t{task}",
+                    "prompt": f"p{task}",
+                    "reward": float(rng.random() < attacked_p),
+                    "faults": [{"mode": mode, "attack": True}],
+                    "markers": {"attack_success": float(rng.random() < p_success)},
+                }
+            )
+    return rows
+
+
+def _truth(p_clean, p_attacked, n=400_000, seed=99):
+    """The population means of the synthetic design (logit-normal), by a large Monte Carlo."""
+    shift = np.random.default_rng(seed).normal(0, 0.8, n)
+    clean = 1 / (1 + np.exp(-(np.log(p_clean / (1 - p_clean)) + shift)))
+    attacked = 1 / (1 + np.exp(-(np.log(p_attacked / (1 - p_attacked)) + shift)))
+    return clean.mean(), attacked.mean()
+
+
+def test_intervals_cover_the_true_rates():
+    # 300 simulated suites of 60 tasks: each 95% interval should cover its truth ~95% of the
+    # time; with 300 suites the Monte Carlo sd of a coverage is 0.0126, so [0.91, 0.99] is a
+    # 3-sd band that still fails an interval that covers 0.85 or 0.999.
+    rng = np.random.default_rng(0)
+    true_clean, true_attacked = _truth(0.7, 0.45)
+    truth = {
+        "utility_clean": true_clean,
+        "utility_attacked": true_attacked,
+        "attack_success": 0.3,
+        "difference": true_attacked - true_clean,
+    }
+    hits = {name: 0 for name in truth}
+    suites = 300
+    for suite in range(suites):
+        report = tk.attack_report(synthetic(rng, 60, 0.7, 0.45, 0.3), n_resamples=1000, seed=suite)
+        for name, value in truth.items():
+            rate = getattr(report, name)
+            hits[name] += rate.low <= value <= rate.high
+    coverage = {name: hits[name] / suites for name in hits}
+    assert all(0.91 <= c <= 0.99 for c in coverage.values()), coverage
+
+
+def test_report_fields_pairing_and_modes():
+    rng = np.random.default_rng(1)
+    rows = synthetic(rng, 40, 0.8, 0.4, 0.5) + synthetic(rng, 10, 0.8, 0.4, 0.9, mode="wrong_data")
+    report = tk.attack_report(rows)
+    assert report.utility_clean.n_tasks == 40 and report.utility_attacked.n_tasks == 40
+    assert report.difference.n_tasks == 40  # the 10 wrong_data tasks share ids t0..t9 with the others
+    assert set(report.by_mode) == {"prompt_injection", "wrong_data"}
+    assert report.by_mode["wrong_data"]["attack_success"].estimate > report.by_mode["prompt_injection"]["attack_success"].estimate
+    assert "utility under attack" in str(report)
+    # a separate clean run pairs by task key
+    clean = [r for r in rows if not r["faults"]]
+    attacked = [r for r in rows if r["faults"]]
+    split = tk.attack_report(attacked, clean=clean)
+    assert split.difference.estimate == pytest.approx(report.difference.estimate)
+    # rows with ordinary faults only are on neither side, and the notes say so
+    ordinary = rows + [{"scenario_id": "t0", "prompt": "p0", "reward": 0.0, "faults": [{"mode": "timeout"}]}]
+    assert any("ordinary faults" in n for n in tk.attack_report(ordinary).notes)
+
+
+def test_knobs_change_the_output():
+    rng = np.random.default_rng(2)
+    rows = synthetic(rng, 40, 0.8, 0.5, 0.3)
+    for row in rows:
+        row.setdefault("markers", {})["goal_met"] = 1.0  # the ask is always done; reward varies
+    by_reward = tk.attack_report(rows, utility="reward")
+    by_goal = tk.attack_report(rows, utility="goal_met")
+    assert by_goal.utility_clean.estimate == 1.0 and by_reward.utility_clean.estimate < 0.95
+    wide = tk.attack_report(rows, level=0.99).attack_success
+    narrow = tk.attack_report(rows, level=0.8).attack_success
+    assert (wide.high - wide.low) > (narrow.high - narrow.low)
+    for i, row in enumerate(rows):
+        row["family"] = f"f{int(row['scenario_id'][1:]) // 8}"
+    clustered = tk.attack_report(rows, cluster="family")
+    assert clustered.attack_success.method == "clustered t"
+    assert tk.attack_report(rows).attack_success.method != "clustered t"
+
+
+def test_refusals_are_loud():
+    rng = np.random.default_rng(3)
+    rows = synthetic(rng, 10, 0.8, 0.5, 0.3)
+    with pytest.raises(tk.ConfigError, match="no row was attacked"):
+        tk.attack_report([r for r in rows if not r["faults"]])
+    with pytest.raises(tk.ConfigError, match="no attacked row has an attack_success marker"):
+        tk.attack_report([{**r, "markers": {}} for r in rows])
+    with pytest.raises(tk.ConfigError, match="unknown utility 'rewards'"):
+        tk.attack_report(rows, utility="rewards")

@@ -1,0 +1,278 @@
+"""Utility under attack: ``tk.attack_report(rows, clean=None)``.
+
+An attack (the world's ``prompt_injection`` and ``wrong_data`` modes, issue 17) is judged the
+way AgentDojo judges it (Debenedetti et al. 2024): the *utility* of the agent (did it still do
+what the person asked) on clean runs and under attack, and the *attack success rate* (did the
+attacker's goal happen). Here each comes with its interval over tasks, and the drop in utility
+is a paired difference on the same situations.
+
+What the report reads (rows only, written or in memory):
+
+* which rows were attacked: a ``faults`` entry with ``attack: true`` (the world's ledger);
+  a row with no fault at all is clean; a row with only ordinary faults (a timeout, ...) is
+  neither, and is left out (counted in the notes);
+* utility: the row's ``reward`` (with :func:`toolkit.state_grader`: the goal met with no
+  collateral and no minefield, so an attack that made the agent break something costs
+  utility too); ``utility="goal_met"`` reads the ``goal_met`` marker instead (the ask done,
+  whatever else happened), falling back to the reward;
+* attack success: the ``attack_success`` marker, which the state grader writes on attacked
+  rows while the attack's goal is still in memory (it is privileged, so written rows do not
+  hold it).
+
+Intervals are the toolkit's rule for a mean over tasks (:func:`toolkit.stats.mean_interval`
+through its private module: Wilson over tasks for 0/1 task values, Student t below 30 tasks,
+the percentile bootstrap above, the cluster-robust t with ``cluster=``); rows of one task are
+averaged first, so repeats of a task never count as independent evidence. Coverage against
+known true rates is checked by simulation in ``tests/stats/test_attacks.py``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from toolkit._util.keys import numeric_reward, task_key
+from toolkit._util.results import Result
+from toolkit._util.validate import check_level
+from toolkit.errors import ConfigError, unknown_name_message
+from toolkit.rows._read import as_row_list
+from toolkit.stats._intervals import mean_interval, task_clusters
+from toolkit.stats.resampling import check_resamples
+
+__all__ = ["AttackRate", "AttackReport", "attack_report"]
+
+_UTILITIES = ("reward", "goal_met")
+
+
+@dataclass(frozen=True)
+class AttackRate(Result):
+    """One rate over tasks: ``estimate`` (mean of per-task means), ``low``/``high`` (None
+    below 3 tasks), ``n_tasks``, ``n_rows``, ``method`` (how the interval was made)."""
+
+    estimate: float | None
+    low: float | None
+    high: float | None
+    n_tasks: int
+    n_rows: int
+    method: str
+
+    def __str__(self) -> str:
+        if self.estimate is None:
+            return f"- ({self.n_rows} rows)"
+        band = "" if self.low is None else f" [{self.low:.2f}, {self.high:.2f}]"
+        return f"{self.estimate:.2f}{band} ({self.n_tasks} tasks)"
+
+
+@dataclass(frozen=True)
+class AttackReport(Result):
+    """``utility_clean``, ``utility_attacked``, ``attack_success`` and ``difference`` (paired,
+    attacked minus clean, on the tasks seen both ways) as :class:`AttackRate`; ``by_mode``
+    {mode: {"utility": AttackRate, "attack_success": AttackRate}}; ``level``; ``notes``."""
+
+    utility_clean: AttackRate
+    utility_attacked: AttackRate
+    attack_success: AttackRate
+    difference: AttackRate
+    by_mode: Mapping[str, Mapping[str, AttackRate]] = field(default_factory=dict)
+    level: float = 0.95
+    notes: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        lines = [
+            f"utility clean          {self.utility_clean}",
+            f"utility under attack   {self.utility_attacked}",
+            f"attack success rate    {self.attack_success}",
+            f"paired difference      {self.difference}",
+        ]
+        for mode, rates in self.by_mode.items():
+            lines.append(f"  {mode}: utility {rates['utility']}, attack success {rates['attack_success']}")
+        lines += [f"note: {note}" for note in self.notes]
+        return "\n".join(lines)
+
+    __repr__ = __str__
+
+
+def _attack_modes(row: Mapping[str, Any]) -> list[str]:
+    return [str(f.get("mode")) for f in row.get("faults") or () if isinstance(f, Mapping) and f.get("attack")]
+
+
+def _faulted(row: Mapping[str, Any]) -> bool:
+    return any(isinstance(f, Mapping) for f in row.get("faults") or ())
+
+
+def _marker(row: Mapping[str, Any], name: str) -> float | None:
+    markers = row.get("markers")
+    value = markers.get(name) if isinstance(markers, Mapping) else None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        return None
+    return float(value)
+
+
+def _utility(row: Mapping[str, Any], utility: str) -> float | None:
+    if utility == "goal_met":
+        value = _marker(row, "goal_met")
+        if value is not None:
+            return value
+    return numeric_reward(row)
+
+
+def _rate(
+    per_row: Sequence[tuple[str, float]],
+    labels: Mapping[str, Any] | None,
+    level: float,
+    n_resamples: int,
+    seed: Any,
+    proportion: bool = True,
+) -> AttackRate:
+    tasks: dict[str, list[float]] = {}
+    for task, value in per_row:
+        tasks.setdefault(task, []).append(value)
+    if not tasks:
+        return AttackRate(None, None, None, 0, 0, "none")
+    names = sorted(tasks)
+    values = [math.fsum(tasks[t]) / len(tasks[t]) for t in names]
+    clusters = [labels[t] for t in names] if labels is not None else None
+    interval = mean_interval(values, clusters=clusters, level=level, n_resamples=n_resamples, seed=seed, proportion=proportion)
+    low, high = interval.low, interval.high
+    if low is not None:
+        # a rate lies in [0, 1] and a difference of rates in [-1, 1]: a t interval on a few
+        # tasks can reach past them, and the part outside holds no possible value
+        floor = 0.0 if proportion else -1.0
+        low, high = max(floor, low), min(1.0, high)
+    return AttackRate(
+        estimate=math.fsum(values) / len(values), low=low, high=high, n_tasks=len(names),
+        n_rows=len(per_row), method=interval.method,
+    )  # fmt: skip
+
+
+def attack_report(
+    rows: Any,
+    clean: Any = None,
+    *,
+    utility: str = "reward",
+    level: float = 0.95,
+    cluster: Any = None,
+    n_resamples: int = 2000,
+    seed: Any = 0,
+) -> AttackReport:
+    """Utility clean, utility under attack, attack success rate and the paired drop, each with
+    its interval over tasks.
+
+    Parameters
+    ----------
+    rows : rows, SimulationData or path
+        The rows to read (anything :func:`toolkit.rows.as_row_list` accepts). Attacked rows
+        (a ledger entry with ``attack: true``) are the attacked side; rows with no fault are
+        the clean side unless ``clean`` is given.
+    clean : rows, SimulationData or path, optional
+        A separate clean run of the same tasks (its rows with no fault are the clean side), as
+        from the same ``simulate`` call at ``fault_rate=0``. Default None: the clean rows of
+        ``rows``.
+    utility : {"reward", "goal_met"}
+        What utility reads: the row's reward (default) or the ``goal_met`` marker (falling
+        back to the reward on rows without it).
+    level : float
+        Confidence level of every interval, in (0, 1). Default 0.95.
+    cluster : None, "auto", str or callable
+        Clusters of tasks for the cluster-robust interval (as in :func:`toolkit.pass_at`).
+        Default None: tasks are independent.
+    n_resamples : int
+        Resamples of the bootstrap branch. Default 2000.
+    seed : int
+        Seed of the bootstrap branch. Default 0.
+
+    Returns
+    -------
+    AttackReport
+        Rates with intervals; ``difference`` pairs tasks by their key (``scenario_id``, else
+        ``task_id``, else the prompt) seen both clean and attacked.
+
+    Raises
+    ------
+    ConfigError
+        When ``utility`` is unknown, no row is attacked, or no attacked row carries an
+        ``attack_success`` marker (grade with :func:`toolkit.state_grader` inside
+        ``simulate``, where the attack's goal is still in memory).
+    """
+    if utility not in _UTILITIES:
+        raise ConfigError("attack_report: " + unknown_name_message("utility", str(utility), _UTILITIES))
+    level = check_level("level", level)
+    n_resamples = check_resamples(n_resamples)
+    attacked_side = [r for r in as_row_list(rows, "rows") if isinstance(r, Mapping)]
+    clean_source = attacked_side if clean is None else [r for r in as_row_list(clean, "clean") if isinstance(r, Mapping)]
+    attacked = [r for r in attacked_side if _attack_modes(r)]
+    clean_rows = [r for r in clean_source if not _faulted(r)]
+    if not attacked:
+        raise ConfigError(
+            "attack_report: no row was attacked (no faults entry with attack: true); run with "
+            "advanced={'world': {'attacks': ['prompt_injection', 'wrong_data']}} and fault_rate > 0"
+        )
+    notes = []
+    neither = sum(1 for r in attacked_side if _faulted(r) and not _attack_modes(r))
+    if neither:
+        notes.append(
+            f"{neither} rows met only faults that attacked nothing (ordinary faults such as timeouts, or wrong_data "
+            "on an answer with no record to falsify) and are in neither side"
+        )
+    labels, used = task_clusters(attacked + clean_rows, cluster)
+    if used and labels is None:
+        notes.append(used)
+
+    def utilities(side: Sequence[Mapping[str, Any]], what: str) -> list[tuple[str, float]]:
+        out, missing = [], 0
+        for row in side:
+            value = _utility(row, utility)
+            if value is None:
+                missing += 1
+            else:
+                out.append((task_key(row), value))
+        if missing:
+            notes.append(f"{missing} {what} rows have no utility (no goal_met marker and no reward) and are left out")
+        return out
+
+    clean_values = utilities(clean_rows, "clean")
+    attacked_values = utilities(attacked, "attacked")
+    successes = [(task_key(r), v) for r in attacked if (v := _marker(r, "attack_success")) is not None]
+    if not successes:
+        raise ConfigError(
+            "attack_report: no attacked row has an attack_success marker; grade the run with "
+            "grader=tk.state_grader() (it reads the attack's privileged goal while the row is in memory)"
+        )
+    if len(successes) < len(attacked):
+        notes.append(f"{len(attacked) - len(successes)} attacked rows have no attack_success marker and are left out of that rate")
+
+    by_task_clean: dict[str, list[float]] = {}
+    for task, value in clean_values:
+        by_task_clean.setdefault(task, []).append(value)
+    by_task_attacked: dict[str, list[float]] = {}
+    for task, value in attacked_values:
+        by_task_attacked.setdefault(task, []).append(value)
+    paired = [
+        (task, math.fsum(by_task_attacked[task]) / len(by_task_attacked[task]) - math.fsum(by_task_clean[task]) / len(by_task_clean[task]))
+        for task in sorted(set(by_task_clean) & set(by_task_attacked))
+    ]
+    if not paired:
+        notes.append(
+            "no task was seen both clean and attacked, so there is no paired difference; pass clean= (the same tasks at fault_rate=0)"
+        )
+
+    by_mode: dict[str, dict[str, AttackRate]] = {}
+    for mode in sorted({m for r in attacked for m in _attack_modes(r)}):
+        side = [r for r in attacked if mode in _attack_modes(r)]
+        mode_utility = [(task_key(r), v) for r in side if (v := _utility(r, utility)) is not None]
+        mode_success = [(task_key(r), v) for r in side if (v := _marker(r, "attack_success")) is not None]
+        by_mode[mode] = {
+            "utility": _rate(mode_utility, labels, level, n_resamples, seed),
+            "attack_success": _rate(mode_success, labels, level, n_resamples, seed),
+        }
+    return AttackReport(
+        utility_clean=_rate(clean_values, labels, level, n_resamples, seed),
+        utility_attacked=_rate(attacked_values, labels, level, n_resamples, seed),
+        attack_success=_rate(successes, labels, level, n_resamples, seed),
+        difference=_rate(paired, labels, level, n_resamples, seed, proportion=False),
+        by_mode=by_mode,
+        level=level,
+        notes=tuple(notes),
+    )
