@@ -345,8 +345,50 @@ def sequential_stopping(sims: int) -> None:
     print(f"  median tasks to decision {np.median(stops):.0f} ({np.median(stops) / fixed:.2f}x the fixed n)")
 
 
+def _attacked_suite(rng: np.random.Generator, n_tasks: int, repeats: int) -> list[dict]:
+    """Each task once clean and once attacked, ``repeats`` rows a side; a task's utility rates
+    are logit-normal around 0.7 (clean) and 0.45 (attacked) with a shared task effect, its
+    attack success Bernoulli(0.3)."""
+    shift = rng.normal(0.0, 0.8, n_tasks)
+    clean_p, attacked_p = expit(np.log(0.7 / 0.3) + shift), expit(np.log(0.45 / 0.55) + shift)
+    rows = []
+    for task in range(n_tasks):
+        for _ in range(repeats):
+            base = {"scenario_id": f"t{task}", "prompt": f"p{task}"}
+            rows.append({**base, "reward": float(rng.random() < clean_p[task]), "faults": []})
+            rows.append({**base, "reward": float(rng.random() < attacked_p[task]), "faults": [{"mode": "prompt_injection", "attack": True}],
+                         "markers": {"attack_success": float(rng.random() < 0.3)}})
+    return rows
+
+
+def attack_coverage(sims: int) -> None:
+    """Coverage of ``tk.attack_report``'s four intervals (utility clean, under attack, attack
+    success, paired difference) against the design's truth (a 2-million-task Monte Carlo of the
+    logit-normal rates; attack success 0.3 exactly), at 10 / 30 / 100 tasks, one row and four
+    rows a side."""
+    shift = np.random.default_rng(99).normal(0.0, 0.8, 2_000_000)
+    true_clean = float(expit(np.log(0.7 / 0.3) + shift).mean())
+    true_attacked = float(expit(np.log(0.45 / 0.55) + shift).mean())
+    truth = {"utility_clean": true_clean, "utility_attacked": true_attacked, "attack_success": 0.3,
+             "difference": true_attacked - true_clean}
+    print(f"attack_report: coverage of 95% intervals (truth clean {true_clean:.3f}, attacked {true_attacked:.3f}, "
+          "success 0.300; target 0.93-0.97)")
+    print(f"  {'tasks':>5} {'rows':>4}  " + "  ".join(f"{name:>16}" for name in truth))
+    for repeats in (1, 4):
+        for n_tasks in (10, 30, 100):
+            rng = np.random.default_rng(23_000 + 10 * n_tasks + repeats)
+            hits = dict.fromkeys(truth, 0)
+            for sim in range(sims):
+                report = tk.attack_report(_attacked_suite(rng, n_tasks, repeats), n_resamples=B, seed=sim)
+                for name, value in truth.items():
+                    estimate = getattr(report, name)
+                    hits[name] += covers((estimate.low, estimate.high), value)
+            print(f"  {n_tasks:>5} {repeats:>4}  " + "  ".join(f"{rate(hits[name], sims):>16}" for name in truth))
+
+
 CELLS = {
     "kl_task": kl_task_coverage,
+    "attacks": attack_coverage,
     "ppi": ppi_coverage,
     "sequential": sequential_stopping,
     "pass_at_1": pass_at_1_coverage,

@@ -55,7 +55,7 @@ _LAZY = {
     "read_rows": "rows", "save_rows": "rows", "RowWriter": "rows", "validate_row": "rows", "to_pandas": "rows",
     "read_tau_bench": "rows", "read_inspect_log": "rows", "read_tau2": "rows",
     "read_openinference": "rows", "read_langfuse": "rows",
-    "to_inspect_dataset": "situations",
+    "to_inspect_dataset": "situations", "attacked_tasks": "situations",
     # statistics
     "attack_report": "stats", "pass_at": "stats", "bootstrap_ci": "stats", "clustered_mean": "stats", "sign_flip_test": "stats", "wilson": "stats", "compare_runs": "stats",
     "delta_report": "stats", "eval_variance": "stats", "group_signal": "stats", "holdout_size": "stats",

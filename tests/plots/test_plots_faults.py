@@ -1,4 +1,5 @@
-"""pass_rate_vs_fault_rate: one line per agent, points at pass@1 with task-bootstrap intervals."""
+"""pass_rate_vs_fault_rate: one line per agent, points at pass@1 with task-bootstrap intervals;
+attack_figure: the points and bars are attack_report's rates and bounds."""
 
 import numpy as np
 import pytest
@@ -38,3 +39,49 @@ def test_bad_input_is_refused():
         tk.plots.pass_rate_vs_fault_rate({})
     with pytest.raises(ValueError, match=r"\[0, 1\]"):
         tk.plots.pass_rate_vs_fault_rate({"a": {2.0: _rows([1, 0, 1], "x")}})
+
+
+def _attack_rows(n_tasks=30, seed=0):
+    rng = np.random.default_rng(seed)
+    rows = []
+    for task in range(n_tasks):
+        base = {"scenario_id": f"t{task}", "prompt": f"p{task}", "steps": [], "final_text": "x"}
+        mode = ("prompt_injection", "wrong_data")[task % 2]
+        rows.append({**base, "reward": float(rng.random() < 0.8), "faults": []})
+        rows.append({**base, "reward": float(rng.random() < 0.4), "faults": [{"mode": mode, "attack": True}],
+                     "markers": {"attack_success": float(rng.random() < (0.2 if mode == "wrong_data" else 0.6))}})
+    return rows
+
+
+def test_attack_figure_draws_the_report_rates_and_bounds():
+    report = tk.attack_report(_attack_rows())
+    figure = tk.plots.attack_figure(report)
+    ax = figure.axes[0]
+    containers = ax.containers
+    assert len(containers) == 3  # clean, then each mode in the report's order
+    expected = [(0.0, report.utility_clean, None)] + [
+        (rates["attack_success"].estimate, rates["utility"], rates["attack_success"]) for rates in report.by_mode.values()
+    ]
+    for container, (x, utility, success) in zip(containers, expected):
+        line, _, bars = container.lines
+        assert float(line.get_xdata()[0]) == pytest.approx(x) and float(line.get_ydata()[0]) == pytest.approx(utility.estimate)
+        spans = [segment for collection in bars for segment in collection.get_segments()]
+        vertical = [s for s in spans if s[0][0] == pytest.approx(s[1][0])]
+        assert sorted(vertical[0][:, 1]) == pytest.approx([utility.low, utility.high])
+        horizontal = [s for s in spans if s[0][1] == pytest.approx(s[1][1])]
+        if success is None:
+            assert not horizontal  # the clean point has no attack-success interval
+        else:
+            assert sorted(horizontal[0][:, 0]) == pytest.approx([success.low, success.high])
+    labels = ax.get_legend_handles_labels()[1]
+    assert labels == [f"clean (n={report.utility_clean.n_tasks} tasks)"] + [
+        f"{mode} (n={rates['utility'].n_tasks} tasks)" for mode, rates in report.by_mode.items()
+    ]
+    assert f"{report.difference.estimate:+.2f}" in ax.get_title()
+    # a title given replaces the default one
+    assert tk.plots.attack_figure(report, title="mine").axes[0].get_title() == "mine"
+
+
+def test_attack_figure_refuses_what_is_not_a_report():
+    with pytest.raises(TypeError, match="attack_report"):
+        tk.plots.attack_figure(_attack_rows())

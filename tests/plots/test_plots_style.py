@@ -188,6 +188,11 @@ def _builders(tmp_path, monkeypatch):
                 {"agent": {0.0: _graded([0.8] * 6), 0.5: _graded([0.5] * 6, seed=1), 1.0: _graded([0.2] * 6, seed=2)}}), 1),
             "large": lambda: Drawn(plots.pass_rate_vs_fault_rate(_agents(), title="pass@1 as the world breaks more calls"), 4),
         },
+        "attack_figure": {
+            "small": lambda: Drawn(plots.attack_figure(tk.attack_report(_attacked(4, ("prompt_injection",))))),
+            # two modes that both fall for it often: points spread over the whole plane
+            "large": lambda: Drawn(plots.attack_figure(tk.attack_report(_attacked(120, ("prompt_injection", "wrong_data"), success=0.9)))),
+        },
         "kl_by_task": {
             "small": lambda: Drawn(plots.kl_by_task(_kl_rows()), 5),
             # the issue's case: 54 engine tasks (hashed ids) of 4 rollouts, 15 drawn
@@ -251,6 +256,18 @@ def _builders(tmp_path, monkeypatch):
             "large": lambda: _whatif(_whatif_verdict(tmp_path, monkeypatch, large=True)),
         },
     }
+
+
+def _attacked(n_tasks, modes, success=0.3, seed=0):
+    """Each task once clean and once under one of ``modes`` (in turn), graded with known rates."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for task in range(n_tasks):
+        base = {"scenario_id": f"a{task}", "prompt": f"ask a{task}", "steps": [], "final_text": "x"}
+        rows.append({**base, "reward": float(rng.random() < 0.8), "faults": []})
+        rows.append({**base, "reward": float(rng.random() < 0.5), "faults": [{"mode": modes[task % len(modes)], "attack": True}],
+                     "markers": {"attack_success": float(rng.random() < success)}})
+    return rows
 
 
 def _ppi_rows(n_tasks, labels, seed=0):

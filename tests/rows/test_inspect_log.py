@@ -146,8 +146,8 @@ def test_epochs_become_k_and_paired_comparison_favours_the_strong_model(logs):
     assert comparison.delta == pytest.approx((22 - 6) / (N_SAMPLES * EPOCHS))
     assert comparison.pvalue == pytest.approx(0.03125)
     assert comparison.verdict == "b_better"
-    report = tk.delta_report(weak, strong)
-    assert report is not None
+    report = tk.delta_report(weak, strong)  # the same paired comparison, as the report's target
+    assert report[report.target].delta == pytest.approx(comparison.delta) and report[report.target].n_paired == N_SAMPLES
 
 
 class warnings_as_errors:

@@ -228,7 +228,8 @@ def test_pass_at_and_paired_compare_on_two_exports(tmp_path):
     assert result.pass_pow_k == pytest.approx(sum(math.comb(c, 4) for c in counts) / 6)
     comparison = tk.compare_runs(before, after)
     assert comparison.n_paired == 6 and comparison.pvalue == pytest.approx(2 / 2**6)
-    assert tk.delta_report(before, after) is not None
+    report = tk.delta_report(before, after)  # the same paired comparison, as the report's target
+    assert report[report.target].delta == pytest.approx(comparison.delta) and report[report.target].n_paired == 6
     assert tk.eval_variance(before, after).n_runs == 2
 
 

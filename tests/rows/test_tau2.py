@@ -230,7 +230,8 @@ def test_pass_at_and_paired_compare_on_two_files(tmp_path):
     assert comparison.n_paired == len(BEFORE)
     assert comparison.pvalue == pytest.approx(2 / 2 ** len(BEFORE))
     assert comparison.verdict == "b_better"
-    assert tk.delta_report(before, after) is not None
+    report = tk.delta_report(before, after)  # the same paired comparison, as the report's target
+    assert report[report.target].delta == pytest.approx(comparison.delta) and report[report.target].n_paired == len(BEFORE)
     variance = tk.eval_variance(before, after)
     assert variance.n_runs == 2 and variance.run_std > 0
 

@@ -106,3 +106,22 @@ def test_refusals_are_loud():
         tk.attack_report([{**r, "markers": {}} for r in rows])
     with pytest.raises(tk.ConfigError, match="unknown utility 'rewards'"):
         tk.attack_report(rows, utility="rewards")
+
+
+def test_an_interval_without_spread_says_so_in_the_printed_report():
+    # every attacked task succeeds half the time: the interval rule gives the point, and the
+    # report must say why instead of printing [0.50, 0.50] as if it were certain
+    rows = []
+    for task in range(3):
+        base = {"scenario_id": f"t{task}", "prompt": f"p{task}"}
+        rows.append({**base, "reward": 1.0, "faults": []})
+        for success in (0.0, 1.0):
+            rows.append({**base, "reward": 1.0, "faults": [{"mode": "prompt_injection", "attack": True}],
+                         "markers": {"attack_success": success}})
+    report = tk.attack_report(rows)
+    assert (report.attack_success.low, report.attack_success.high) == (0.5, 0.5)
+    assert "no spread" in report.attack_success.note
+    assert "note: attack success rate: all 3 values equal 0.5: no spread" in str(report)
+    # a report whose rates all vary prints no such note
+    varied = tk.attack_report(synthetic(np.random.default_rng(1), 40, 0.7, 0.45, 0.3))
+    assert "no spread" not in str(varied)

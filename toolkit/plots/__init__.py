@@ -5,7 +5,7 @@ Each figure module's public names are imported by name below; ``__all__`` is wri
 
 from toolkit.plots._style import PALETTE, enable_notebook_display, export_figure, new_figure
 from toolkit.plots.coverage import coverage_curves, coverage_heatmap, design_sizes
-from toolkit.plots.faults import pass_rate_vs_fault_rate
+from toolkit.plots.faults import attack_figure, pass_rate_vs_fault_rate
 from toolkit.plots.judging import judge_confusion, judge_corrected_figure, kl_by_task, rl_band
 from toolkit.plots.live import run_progress_figure
 from toolkit.plots.statistics import (
@@ -38,6 +38,7 @@ __all__ = [
     "coverage_curves",
     "design_sizes",
     "pass_rate_vs_fault_rate",
+    "attack_figure",
     "run_progress_figure",
 ]
 

@@ -1,9 +1,14 @@
-"""Figure for the sandbox: how the pass rate falls as the world breaks more tool calls.
+"""Figures for the sandbox: how the pass rate falls as the world breaks more tool calls, and
+what an attacker in the tool results costs.
 
-Each point is pass@1 at one ``fault_rate`` with its 95% interval over tasks (``tk.pass_at``'s
-rule: Student t below 30 tasks, the percentile bootstrap above, Wilson when every task's
-value is 0 or 1; rollouts of one task are not independent, so tasks are the units, not
-rows). The legend carries the number of tasks per line.
+``pass_rate_vs_fault_rate``: each point is pass@1 at one ``fault_rate`` with its 95% interval
+over tasks (``tk.pass_at``'s rule: Student t below 30 tasks, the percentile bootstrap above,
+Wilson when every task's value is 0 or 1; rollouts of one task are not independent, so tasks
+are the units, not rows). The legend carries the number of tasks per line.
+
+``attack_figure``: utility against attack success rate, one point per attack mode and one for
+the clean runs, with the intervals :func:`toolkit.attack_report` computed (AgentDojo's plane:
+a defence moves points left, a capable agent moves them up).
 """
 
 from __future__ import annotations
@@ -15,9 +20,10 @@ import numpy as np
 from matplotlib.figure import Figure
 
 from toolkit.plots._style import PALETTE, legend_below, new_figure, styled
+from toolkit.stats.attacks import AttackReport
 from toolkit.stats.passk import pass_at
 
-__all__ = ["pass_rate_vs_fault_rate"]
+__all__ = ["pass_rate_vs_fault_rate", "attack_figure"]
 
 
 @styled
@@ -104,4 +110,73 @@ def pass_rate_vs_fault_rate(
         legend_below(figure)
     else:
         ax.text(0.5, 0.5, "no graded rows to draw", ha="center", va="center", transform=ax.transAxes)
+    return figure
+
+
+# One colour and marker per point kind: clean runs, then the attack modes in report order.
+_ATTACK_STYLES = (("blue", "o"), ("vermillion", "s"), ("orange", "^"), ("purple", "D"), ("green", "v"))
+
+
+@styled
+def attack_figure(
+    report: AttackReport,
+    *,
+    title: str | None = None,
+    width: float = 4.8,
+    height: float = 3.6,
+) -> Figure:
+    """Utility against attack success rate: the clean runs and each attack mode, with intervals.
+
+    The clean point sits at attack success 0 with its utility interval; each attack mode's
+    point is at (attack success, utility under that mode) with both intervals, exactly the
+    rates and bounds of ``report`` (``utility_clean``, ``by_mode[mode]["utility"]`` and
+    ``by_mode[mode]["attack_success"]``). A rate without an interval (fewer than 3 tasks) is
+    drawn as a bare point; a rate with no estimate is left out and the legend says so. The
+    legend gives each point's number of tasks, the title the paired drop in utility.
+
+    Parameters
+    ----------
+    report : AttackReport
+        From :func:`toolkit.attack_report`.
+    title : str, optional
+        Axes title. Default None: the paired difference (attacked minus clean) with its
+        interval and task count.
+    width, height : float
+        Figure size in inches. Default 4.8 x 3.6.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+
+    Raises
+    ------
+    TypeError
+        If ``report`` is not an :class:`~toolkit.stats.AttackReport`.
+    """
+    if not isinstance(report, AttackReport):
+        raise TypeError(f"attack_figure needs the AttackReport of tk.attack_report, got {type(report).__name__}")
+    figure, ax = new_figure(width, height)
+    points = [("clean", report.utility_clean, None)]
+    points += [(mode, rates["utility"], rates["attack_success"]) for mode, rates in report.by_mode.items()]
+    for index, (name, utility, success) in enumerate(points):
+        color, marker = _ATTACK_STYLES[index % len(_ATTACK_STYLES)]
+        if utility.estimate is None or (success is not None and success.estimate is None):
+            ax.plot([], [], linestyle="none", marker=marker, color=PALETTE[color], label=f"{name}: no graded rows")
+            continue
+        x = 0.0 if success is None else success.estimate
+        xerr = None if success is None or success.low is None else [[x - success.low], [success.high - x]]
+        yerr = None if utility.low is None else [[utility.estimate - utility.low], [utility.high - utility.estimate]]
+        ax.errorbar(x, utility.estimate, xerr=xerr, yerr=yerr, fmt=marker, color=PALETTE[color], capsize=3, markersize=5,
+                    label=f"{name} (n={utility.n_tasks} tasks)")
+    ax.set_xlabel(f"attack success rate ({report.level:.0%} interval over tasks)")
+    ax.set_ylabel("utility (goal met, nothing else broken)")
+    ax.set_xlim(-0.05, 1.05)
+    ax.set_ylim(-0.02, 1.05)
+    drop = report.difference
+    if title is None and drop.estimate is not None:
+        band = "" if drop.low is None else f" [{drop.low:+.2f}, {drop.high:+.2f}]"
+        title = f"utility under attack minus clean\n{drop.estimate:+.2f}{band}, paired over n={drop.n_tasks} tasks"
+    if title:
+        ax.set_title(title)
+    legend_below(figure)
     return figure

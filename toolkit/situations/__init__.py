@@ -44,7 +44,7 @@ Where we differ from the reference design, and why:
   so 10 x 0.25 gives 3 hard items, not 2.
 """
 
-from toolkit.situations._worlds import fault_plan_for, goal_for, kept_fault_plan, world_for
+from toolkit.situations._worlds import attacked_tasks, fault_plan_for, goal_for, kept_fault_plan, world_for
 from toolkit.situations.axes import (
     AXES,
     HARD_TIERS,
@@ -109,6 +109,7 @@ __all__ = [
     "kept_fault_plan",
     "world_for",
     "goal_for",
+    "attacked_tasks",
     "Prompt",
     "write_prompts",
     "reference_shapes",

@@ -22,8 +22,26 @@ What the report reads (rows only, written or in memory):
 Intervals are the toolkit's rule for a mean over tasks (:func:`toolkit.stats.mean_interval`
 through its private module: Wilson over tasks for 0/1 task values, Student t below 30 tasks,
 the percentile bootstrap above, the cluster-robust t with ``cluster=``); rows of one task are
-averaged first, so repeats of a task never count as independent evidence. Coverage against
-known true rates is checked by simulation in ``tests/stats/test_attacks.py``.
+averaged first, so repeats of a task never count as independent evidence.
+
+Measured coverage of the 95% intervals (``benchmarks/bench_calibration.py --only attacks``,
+1,000 suites a cell, Monte Carlo se ~0.007; logit-normal task rates around 0.7 clean and 0.45
+attacked, attack success 0.3), at 10 / 30 / 100 tasks:
+
+====================  =====================  =====================
+interval              1 row a side           4 rows a side
+====================  =====================  =====================
+utility clean         0.964 / 0.946 / 0.952  0.950 / 0.936 / 0.925
+utility under attack  0.946 / 0.958 / 0.952  0.949 / 0.931 / 0.932
+attack success        0.933 / 0.923 / 0.922  0.950 / 0.943 / 0.965
+paired difference     0.933 / 0.940 / 0.947  0.958 / 0.929 / 0.938
+====================  =====================  =====================
+
+Attack success on one row a task is the Wilson interval over tasks, whose exact coverage at a
+true rate of 0.3 is 0.924 / 0.930 / 0.937 at these n (binomial sum; Wilson dips below 95% near
+0.3): the measured figures match it. Above 30 tasks the percentile bootstrap runs 0.925-0.938
+on four-row tasks, at the low edge of the 0.93-0.97 target. ``tests/stats/test_attacks.py``
+repeats a 300-suite check at 60 tasks.
 """
 
 from __future__ import annotations
@@ -49,7 +67,9 @@ _UTILITIES = ("reward", "goal_met")
 @dataclass(frozen=True)
 class AttackRate(Result):
     """One rate over tasks: ``estimate`` (mean of per-task means), ``low``/``high`` (None
-    below 3 tasks), ``n_tasks``, ``n_rows``, ``method`` (how the interval was made)."""
+    below 3 tasks), ``n_tasks``, ``n_rows``, ``method`` (how the interval was made), ``note``
+    (what the interval rule said of these values, e.g. a zero-width interval when every task
+    has the same value; None when nothing)."""
 
     estimate: float | None
     low: float | None
@@ -57,6 +77,7 @@ class AttackRate(Result):
     n_tasks: int
     n_rows: int
     method: str
+    note: str | None = None
 
     def __str__(self) -> str:
         if self.estimate is None:
@@ -89,6 +110,10 @@ class AttackReport(Result):
         for mode, rates in self.by_mode.items():
             lines.append(f"  {mode}: utility {rates['utility']}, attack success {rates['attack_success']}")
         lines += [f"note: {note}" for note in self.notes]
+        named = [("utility clean", self.utility_clean), ("utility under attack", self.utility_attacked),
+                 ("attack success rate", self.attack_success), ("paired difference", self.difference)]
+        named += [(f"{mode} {what.replace('_', ' ')}", rate) for mode, rates in self.by_mode.items() for what, rate in rates.items()]
+        lines += [f"note: {name}: {rate.note}" for name, rate in named if rate.note]
         return "\n".join(lines)
 
     __repr__ = __str__
@@ -143,7 +168,7 @@ def _rate(
         low, high = max(floor, low), min(1.0, high)
     return AttackRate(
         estimate=math.fsum(values) / len(values), low=low, high=high, n_tasks=len(names),
-        n_rows=len(per_row), method=interval.method,
+        n_rows=len(per_row), method=interval.method, note=interval.note,
     )  # fmt: skip
 
 

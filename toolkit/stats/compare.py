@@ -203,7 +203,9 @@ __all__ = [
 MIN_PAIRED_TASKS = 5
 
 # Markers where a rise is bad news (docs/design/engine.md §6.3); delta_report reads them downward.
-LOWER_IS_BETTER = frozenset({"boilerplate", "self_reference", "hedging", "refusal", "sycophancy", "truncated"})
+# collateral and minefield: the state grader's counts of changes nobody asked for and of
+# forbidden calls (toolkit/grading/state.py): more is worse.
+LOWER_IS_BETTER = frozenset({"boilerplate", "self_reference", "hedging", "refusal", "sycophancy", "truncated", "collateral", "minefield"})
 
 # Fewer than half the tasks paired: the two runs measured mostly different situations, so
 # their difference is mostly a difference of task sets (docs/design/engine.md §6.3, "situations").
