@@ -92,7 +92,19 @@ result = d.pass_at  # the first statistic a person reads after the run (issue 21
 pass_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 rows = d.rows  # decode every row: what a person who reads them all in memory pays
 read_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-print(len(d), lines, seconds, run_rss, pass_rss, read_rss, len(rows))
+# issue 21 row 3 at scale: no rollout twice, no line twice (counted after the RSS readings)
+import hashlib, json
+ids, digests = set(), set()
+dup_ids = dup_lines = 0
+with open(sys.argv[3], "rb") as handle:
+    for line in handle:
+        digest = hashlib.sha256(line).digest()
+        dup_lines += digest in digests
+        digests.add(digest)
+        rollout = json.loads(line).get("rollout_id")
+        dup_ids += rollout in ids
+        ids.add(rollout)
+print(len(d), lines, seconds, run_rss, pass_rss, read_rss, len(rows), dup_ids, dup_lines)
 """
 
 
@@ -178,11 +190,13 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory() as folder:
         out = subprocess.run([sys.executable, "-c", RSS_CODE, TOOLS, str(args.rss_rows), f"{folder}/rows.jsonl", str(args.rss_repeats)], capture_output=True, text=True, check=True)
-        rows, lines, seconds, run_rss, pass_rss, read_rss, decoded = out.stdout.split()
+        rows, lines, seconds, run_rss, pass_rss, read_rss, decoded, dup_ids, dup_lines = out.stdout.split()
         print(f"peak RSS streaming {int(rows):,} graded rows to output= (target <= {RSS_TARGET_MB:.0f} MB): {float(run_rss):.0f} MB "
               f"-> {_verdict(float(run_rss) <= RSS_TARGET_MB)}; with data.pass_at read after: {float(pass_rss):.0f} MB "
               f"-> {_verdict(float(pass_rss) <= RSS_TARGET_MB)} | {int(lines):,} lines on disk | run {float(seconds):.0f} s "
               f"({int(rows) / float(seconds):.0f} rows/s) | after decoding all {int(decoded):,} rows in memory: {float(read_rss):.0f} MB")  # fmt: skip
+        print(f"duplicates in the {int(lines):,} written rows (target 0 and 0): {int(dup_ids)} repeated rollout_id, "
+              f"{int(dup_lines)} byte-identical lines -> {_verdict(int(dup_ids) == 0 and int(dup_lines) == 0)}")
 
 
 if __name__ == "__main__":
