@@ -93,10 +93,19 @@ def test_turns_without_logprobs_are_counted_and_named(agent_run):
             assert row["logprob"] == pytest.approx(sum(s["logprob"] for s in scored))
             continue
         assert row["logprob"] is None
-        assert row["logprob_turns"] == {"scored": len(scored), "missing": len(steps) - len(scored)}
-        # the note names what the server did, not the agent's kind
+        gaps = row["logprob_turns"]
+        assert (gaps["scored"], gaps["missing"]) == (len(scored), len(steps) - len(scored))
+        assert sum(gaps["reasons"].values()) == gaps["missing"]
+        # the reasons and the note name what the server did, not the agent's kind
+        assert all("the server sent no log-probabilities" in why or "spell" in why for why in gaps["reasons"])
         assert "the server sent no log-probabilities" in row["logprob_note"] or "spell" in row["logprob_note"]
         assert "use a model backend" not in row["logprob_note"]
+    # the run's warning counts the rows, once each, under every reason they gave
+    lacking = [row for row in agent_run.rows if row["logprob"] is None]
+    warned = [w for w in agent_run.warnings if w.startswith("logprobs were asked for")]
+    assert bool(warned) == bool(lacking)
+    if lacking:
+        assert f"but {len(lacking)} rows have logprob None" in warned[0]
 
 
 def test_a_reply_cut_at_the_budget_is_flagged(llama_server):

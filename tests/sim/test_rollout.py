@@ -369,6 +369,14 @@ def test_usage_from_a_callable_is_summed_in_either_naming():
 def test_logprobs_from_a_callable_without_them_say_so():
     row = tk.run_rollout(tk.chat_agent(honest), PROMPT, tools=TOOLS, user=False, logprobs=True)
     assert row["logprob"] is None and "no log-probability" in row["logprob_note"]
+    turns = row["logprob_turns"]["missing"]
+    assert turns >= 1
+    assert row["logprob_turns"] == {"scored": 0, "missing": turns, "reasons": {"the agent returned no log-probability (not a model backend)": turns}}
+    # the run says it once, counting rows
+    data = tk.simulate(tk.chat_agent(honest), tools=TOOLS, budget=6, logprobs=True, progress=False)
+    warned = [w for w in data.warnings if w.startswith("logprobs were asked for")]
+    assert len(warned) == 1 and f"but {len(data.rows)} rows have logprob None" in warned[0]
+    assert f"{len(data.rows)} rows: the agent returned no log-probability" in warned[0]
 
 
 def test_seeded_agent_rollouts_are_reproducible_and_thread_independent():

@@ -179,7 +179,7 @@ class Rollout(Result):
     ``rollout_index``, ``messages``, ``ledger`` <- ``faults``, ``world_diff``, ``world_state``,
     ``usable``, ``unusable_reason``, ``schema_version``; ``policy`` <- {``model_version``,
     ``policy_version``, ``sampling``, ``writer_model``, ``user_model``}; ``metrics`` <-
-    {``logprob``, ``ref_logprob``, ``n_tokens``, ``token_logprobs``, ``usage``,
+    {``logprob``, ``ref_logprob``, ``n_tokens``, ``token_logprobs``, ``logprob_turns``, ``usage``,
     ``finish_reason``, ``ended_by``, ``tools_used``, ``fault_detected``, ``group_cut``,
     ``conversation_id``, ``ts``}; ``extra`` <- every field the schema does not know, so nothing
     is lost. ``task_id`` is the task key (derived; the Task holds the row's own ids).
@@ -260,7 +260,7 @@ _ROLLOUT_DIRECT = {
 _ROLLOUT_BUCKETS = {
     "policy": ("model_version", "policy_version", "sampling", "writer_model", "user_model"),
     "metrics": (
-        "logprob", "ref_logprob", "n_tokens", "token_logprobs", "usage", "finish_reason",
+        "logprob", "ref_logprob", "n_tokens", "token_logprobs", "logprob_turns", "usage", "finish_reason",
         "ended_by", "tools_used", "fault_detected", "group_cut", "conversation_id", "ts",
     ),
 }  # fmt: skip

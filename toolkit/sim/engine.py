@@ -77,7 +77,6 @@ import concurrent.futures as cf
 import gc
 import math
 import queue
-import re
 import statistics
 import sys
 import threading
@@ -724,7 +723,8 @@ class _Engine:
         # [turns, rows, the budget the rows' sampling names]
         self.at_budget: list = [0, 0, None]
         self.over_budget: list = [0, 0, None]
-        self.logprob_gaps: Counter = Counter()  # rows whose logprob is None, by the row's note
+        self.logprob_gaps: Counter = Counter()  # rows whose logprob is None, by each reason a turn gave
+        self.logprob_gap_rows = 0
         # (path, error, rows this run wrote to it) of the first row write that failed: the run
         # stops as "write_failed" and returns what it has instead of raising it away
         self.write_failure: tuple[Path, OSError, int] | None = None
@@ -1721,10 +1721,11 @@ class _Engine:
                 tally[0] += public[count_field]
                 tally[1] += 1
                 tally[2] = (public.get("sampling") or {}).get("max_tokens", tally[2])
-        if public.get("logprob_turns"):
-            note = str(public.get("logprob_note") or "")
-            why = note.split(": ", 1)[1] if ": " in note else note
-            self.logprob_gaps[re.sub(r" \(\d+ turns?\)", "", why)] += 1  # the reasons, without this row's counts
+        gaps = public.get("logprob_turns")
+        if isinstance(gaps, Mapping):
+            self.logprob_gap_rows += 1
+            for reason in gaps.get("reasons") or {}:
+                self.logprob_gaps[reason] += 1  # rows that lack a turn's logprob for this reason
         self.durations.append(float((row.get("timing") or {}).get("seconds") or 0.0))
         reward = public.get("reward")
         if isinstance(reward, (int, float)) and not isinstance(reward, bool):
@@ -2226,7 +2227,7 @@ class _Engine:
                                  "after a tool choice with no limit). Each row counts them in 'turns_over_budget'.")
         if self.logprob_gaps:
             gaps = "; ".join(f"{n} rows: {why}" for why, n in self.logprob_gaps.most_common(3))
-            self.warnings.append(f"logprobs were asked for but {sum(self.logprob_gaps.values())} rows have logprob None, because some of "
+            self.warnings.append(f"logprobs were asked for but {self.logprob_gap_rows} rows have logprob None, because some of "
                                  f"their turns came back without them ({gaps}). Each row says how many in 'logprob_turns'.")
         if self.truncated_rows:
             self.warnings.append(f"{self.truncated_rows} rows had an agent reply longer than {MAX_REPLY_CHARS:,} characters: "

@@ -211,6 +211,9 @@ _ARGUMENT_VALIDATORS: dict[str, Any] = {}
 #: characters is ~250k tokens, above any context window a served model has today, so a
 #: reply this long is a runaway, not an answer. The rest is cut, marked and counted.
 MAX_REPLY_CHARS = 1_000_000
+# The reason a row gives for turns without a log-probability when the agent is not a model
+# backend (a callable that returns none): logprob_turns["reasons"] keys it.
+_NO_LOGPROB_FROM_AGENT = "the agent returned no log-probability (not a model backend)"
 
 
 def _capped(text: str) -> tuple[str, int]:
@@ -808,9 +811,11 @@ class _Run:
                 row["logprob"] = None
                 row["n_tokens"] = None
                 missing = len(self.turn_logprobs) - len(known)
-                row["logprob_turns"] = {"scored": len(known), "missing": missing}
+                # why, turn by turn: a model backend says what the server did; any other agent
+                # simply returned none
+                reasons = dict(self.logprob_missing) or {_NO_LOGPROB_FROM_AGENT: missing}
+                row["logprob_turns"] = {"scored": len(known), "missing": missing, "reasons": reasons}
                 if self.logprob_missing:
-                    # a model backend asked for them and the server sent none: say what it did
                     why = "; ".join(f"{reason} ({n} turn{'s' if n != 1 else ''})" for reason, n in self.logprob_missing.most_common())
                     row["logprob_note"] = f"no log-probability on {missing} of {len(self.turn_logprobs)} turns: {why}"
                 else:
