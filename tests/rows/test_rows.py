@@ -997,3 +997,35 @@ def test_a_malformed_unstamped_row_is_a_malformed_line(tmp_path, row, field):
     with pytest.warns(UserWarning, match=r"skipped 1 malformed line\(s\) in .*legacy.jsonl \(line 2\)"):
         lax = tk.read_rows(path, strict=False)
     assert len(lax) == 1 and lax.skipped_lines == [2]
+
+
+@pytest.mark.parametrize("reader", ["read_rows", "read_tau_bench", "read_tau2", "read_langfuse", "read_openinference"])
+def test_json_nested_too_deep_is_a_row_error_naming_the_file(reader, tmp_path):
+    # 5,000 nested brackets made every reader raise a bare RecursionError
+    path = tmp_path / "deep.json"
+    path.write_text("[" * 5000 + "]" * 5000 + "\n")
+    with pytest.raises(tk.RowError, match=r"deep\.json.*nested deeper than the JSON decoder allows"):
+        getattr(tk, reader)(path)
+
+
+@pytest.mark.parametrize(("reader", "text", "says"), [
+    ("read_openinference", "", "holds no trace: 0 rows"),
+    ("read_langfuse", "[]", "holds no trace: 0 rows"),
+    ("read_tau2", '{"info": {}, "tasks": [], "simulations": []}', "holds no simulation: 0 rows"),
+    ("read_tau_bench", "[]", "holds no result: 0 rows"),
+])
+def test_an_empty_export_warns_instead_of_passing_for_an_empty_run(reader, text, says, tmp_path):
+    path = tmp_path / "export.json"
+    path.write_text(text)
+    with pytest.warns(UserWarning, match=says):
+        assert len(getattr(tk, reader)(path)) == 0
+
+
+@pytest.mark.parametrize("reader", ["read_tau_bench", "read_tau2"])
+def test_a_utf8_bom_is_read_like_the_other_readers(reader, tmp_path):
+    # read_rows, read_langfuse and read_openinference accept a BOM; these two refused it
+    path = tmp_path / "bom.json"
+    path.write_text("\ufeff[]" if reader == "read_tau_bench" else '\ufeff{"info": {}, "tasks": [], "simulations": []}', encoding="utf-8")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert len(getattr(tk, reader)(path)) == 0

@@ -15,7 +15,19 @@ from typing import Any
 
 from toolkit.errors import RowError
 
-__all__ = ["sidecar_path", "plain_json", "fsync_directory", "atomic_write_bytes", "repair_torn_tail", "write_all"]
+__all__ = ["sidecar_path", "plain_json", "fsync_directory", "atomic_write_bytes", "repair_torn_tail", "write_all", "json_loads"]
+
+
+def json_loads(text: str | bytes) -> Any:
+    """``json.loads``, with nesting too deep for Python's decoder reported as the
+    ``json.JSONDecodeError`` (a ``ValueError``) every reader already turns into a message
+    naming the file and line, instead of a bare ``RecursionError`` (a hostile or broken
+    file of 5,000 nested brackets raised one from every reader)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        document = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
+        raise json.JSONDecodeError("nested deeper than the JSON decoder allows (about 1,000 levels)", document, 0) from None
 
 
 def _path_text(path: str, key: Any) -> str:

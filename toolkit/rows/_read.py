@@ -12,7 +12,7 @@ from typing import Any
 
 from toolkit._util.keys import task_key
 from toolkit.errors import RowError
-from toolkit.rows._io import sidecar_path
+from toolkit.rows._io import json_loads, sidecar_path
 from toolkit.rows._schema import SCRUBBED_KEYS, _python_type_word, validate_row
 from toolkit.rows._scrub import _strip_scrubbed
 
@@ -186,7 +186,7 @@ def read_rows(path_or_file: Any, strict: bool = True) -> Rows:
             parse_failed = text is None
             if text is not None:
                 try:
-                    row = json.loads(text)
+                    row = json_loads(text)
                 except ValueError as error:
                     parse_failed = True
                     problem = f"not valid JSON ({error.msg} at column {error.colno})"

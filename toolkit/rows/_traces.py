@@ -223,6 +223,10 @@ def _trace_rows(
             UserWarning,
             stacklevel=3,
         )
+    if not rows and not skipped:
+        # an empty export (a 0-byte file, "[]", a filter that matched nothing) must not pass
+        # for a run of zero traces in silence
+        warnings.warn(f"read_{source}: {label} holds no trace: 0 rows", UserWarning, stacklevel=3)
     rows.path = path
     rows.shapes = {"v1": len(rows)} if rows else {}
     return rows

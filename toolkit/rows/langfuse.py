@@ -54,6 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.errors import RowError
+from toolkit.rows._io import json_loads
 from toolkit.rows._read import Rows
 from toolkit.rows._traces import _number, _Score, _Trace, _trace_rows
 from toolkit.rows.tau_bench import _CallPairing, _decode_result, _text, _tool_step
@@ -282,7 +283,7 @@ def read_langfuse(
     """
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8-sig"))
+        data = json_loads(path.read_text(encoding="utf-8-sig"))
     except ValueError as error:
         raise RowError(f"{path}: not valid JSON ({error}); expected a Langfuse trace export") from None
     if isinstance(data, Mapping) and isinstance(data.get("data"), list):

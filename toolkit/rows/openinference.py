@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.errors import RowError
+from toolkit.rows._io import json_loads
 from toolkit.rows._read import Rows
 from toolkit.rows._traces import _number, _Score, _Trace, _trace_rows
 from toolkit.rows.tau_bench import _CallPairing, _decode_result
@@ -155,7 +156,7 @@ def _metadata(attrs: Any, where: str) -> dict[str, Any]:
     raw = _at(attrs, "metadata")
     if isinstance(raw, str):
         try:
-            raw = json.loads(raw)
+            raw = json_loads(raw)
         except ValueError:
             raise RowError(f"{where}: attribute metadata is not a JSON object string") from None
     return dict(raw) if isinstance(raw, Mapping) else {}
@@ -338,7 +339,7 @@ def read_openinference(
             if not line.strip():
                 continue
             try:
-                span = json.loads(line)
+                span = json_loads(line)
             except ValueError as error:
                 bad(number, f"{path.name} line {number}: not valid JSON ({error})")
                 continue

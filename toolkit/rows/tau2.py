@@ -58,7 +58,6 @@ Mapping to rows v1, one row per simulation, and the choices made:
 from __future__ import annotations
 
 import copy
-import json
 import os
 import warnings
 from collections import Counter
@@ -68,6 +67,7 @@ from typing import Any
 
 from toolkit._util.hashing import sha256_hex
 from toolkit.errors import RowError
+from toolkit.rows._io import json_loads
 from toolkit.rows._read import Rows
 from toolkit.rows._schema import _Privileged, validate_row
 from toolkit.rows._views import messages_from_steps
@@ -91,7 +91,7 @@ def _number(value: Any) -> bool:
 
 def _load_json(path: Path, what: str) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        return json_loads(path.read_text(encoding="utf-8-sig"))
     except ValueError as error:
         raise RowError(f"{path}: not valid JSON ({error}); expected {what}") from None
 
@@ -414,6 +414,8 @@ def read_tau2(path: str | os.PathLike[str], *, strict: bool = True) -> Rows:
             UserWarning,
             stacklevel=2,
         )
+    if not rows and not bad:
+        warnings.warn(f"read_tau2: {meta_path.name} holds no simulation: 0 rows", UserWarning, stacklevel=2)
     rows.path = meta_path
     rows.shapes = {"v1": len(rows)} if rows else {}
     return rows

@@ -38,14 +38,15 @@ carry each trial individually, so ``tk.pass_at`` counts trials per task (tau2 se
 from __future__ import annotations
 
 import copy
-import json
 import os
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from toolkit._util.hashing import sha256_hex
 from toolkit.errors import RowError
+from toolkit.rows._io import json_loads
 from toolkit.rows._read import Rows
 from toolkit.rows._schema import _Privileged, validate_row
 
@@ -63,7 +64,7 @@ def _decode_result(content: Any) -> Any:
     stripped = content.strip()
     if stripped[:1] in ("{", "["):
         try:
-            return json.loads(stripped)
+            return json_loads(stripped)
         except ValueError:
             return content
     return content
@@ -120,7 +121,7 @@ def _tool_step(call: Mapping[str, Any], where: str) -> dict[str, Any]:
         step["arguments"] = dict(raw)
     else:
         try:
-            decoded = json.loads(raw) if isinstance(raw, str) and raw.strip() else {}
+            decoded = json_loads(raw) if isinstance(raw, str) and raw.strip() else {}
         except ValueError:
             decoded = None
         if isinstance(decoded, dict):
@@ -287,7 +288,7 @@ def read_tau_bench(path: str | os.PathLike[str]) -> Rows:
     """
     path = Path(path)
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json_loads(path.read_text(encoding="utf-8-sig"))
     except ValueError as error:
         raise RowError(f"{path}: not valid JSON ({error}); a tau-bench results file is one JSON list") from None
     if not isinstance(data, list):
@@ -295,6 +296,8 @@ def read_tau_bench(path: str | os.PathLike[str]) -> Rows:
             f"{path}: expected a JSON list of tau-bench results, got {type(data).__name__}"
         )
     rows = Rows(tau_bench_row(entry, f"{path.name}[{index}]") for index, entry in enumerate(data))
+    if not rows:
+        warnings.warn(f"read_tau_bench: {path.name} holds no result: 0 rows", UserWarning, stacklevel=2)
     rows.path = path
     rows.shapes = {"v1": len(rows)} if rows else {}
     return rows
