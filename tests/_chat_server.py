@@ -24,7 +24,9 @@ The model name picks the behaviour:
   "half-writer"  one good message and one that looks like a tool call
   "slow-writer"  "writer" after sleeping `server.slow_seconds`
 
-GET /version answers {"version": server.version} when that is set (vLLM's route), else 404.
+GET /version answers {"version": server.version} when that is set (vLLM's route), else 404;
+with `server.trickle_seconds` set, that answer comes one byte at a time, that many seconds apart
+(a server that holds a client for as long as it likes).
 GET /v1/models lists `server.models` (vLLM's shape: {"object": "list", "data": [{"id", ...}]}),
 by default every behaviour above in this order ("echo" first); `ChatServer(models=[])` lists none.
 Every request is kept in `server.requests` as (path, body) (a GET's body is {}), every
@@ -83,6 +85,7 @@ class ChatServer:
         self.slow_seconds = 2.0
         self.die_after = 10  # requests "dies-after" answers before it fails for good
         self.version: str | None = None  # when set, GET /version answers {"version": ...} (as vLLM's does)
+        self.trickle_seconds: float | None = None  # when set, /version's answer trickles byte by byte
         self.in_flight = 0
         self.max_in_flight = 0  # the most POST requests being answered at once
         self.lock = threading.Lock()
@@ -98,7 +101,9 @@ class ChatServer:
                     server.authorizations.append(self.headers.get("authorization"))
                     key = f"GET {self.path}"
                     server.counts[key] = server.counts.get(key, 0) + 1
-                if self.path == "/version" and server.version is not None:
+                if self.path == "/version" and server.version is not None and server.trickle_seconds:
+                    self.trickle(json.dumps({"version": server.version}).encode(), server.trickle_seconds)
+                elif self.path == "/version" and server.version is not None:
                     self.reply(200, {"version": server.version}, {})
                 elif self.path.rstrip("/").endswith("/models"):
                     listed = [{"id": name, "object": "model", "created": 0, "owned_by": "test"} for name in server.models]
@@ -125,6 +130,19 @@ class ChatServer:
                     with server.lock:
                         server.in_flight -= 1
                 self.reply(status, payload, headers)
+
+            def trickle(self, data, seconds):
+                try:
+                    self.send_response(200)
+                    self.send_header("content-type", "application/json")
+                    self.send_header("content-length", str(len(data)))
+                    self.end_headers()
+                    for byte in data:
+                        self.wfile.write(bytes([byte]))
+                        self.wfile.flush()
+                        time.sleep(seconds)
+                except (BrokenPipeError, ConnectionResetError):
+                    pass
 
             def reply(self, status, payload, headers):
                 data = json.dumps(payload).encode()

@@ -410,6 +410,18 @@ def test_tool_choice_auto_is_sent_with_tools_and_none_sends_nothing(server):
         tk.model_agent(f"vllm:x@{server.url}", tool_choice="sometimes")
 
 
+def test_response_format_json_object_is_sent_only_when_asked(server):
+    messages = [{"role": "user", "content": "hi"}]
+    _agent(server, "echo", response_format="json_object")(messages, [])
+    assert [b for p, b in server.requests if b.get("model") == "echo"][-1]["response_format"] == {"type": "json_object"}
+    _agent(server, "echo")(messages, [])
+    assert "response_format" not in [b for p, b in server.requests if b.get("model") == "echo"][-1]
+    with pytest.raises(tk.ConfigError, match="response_format must be"):
+        tk.model_agent(f"vllm:x@{server.url}", response_format="yaml")
+    with pytest.raises(tk.ConfigError, match="Anthropic Messages API has no response_format"):
+        tk.model_agent("anthropic:claude", api_key="k", response_format="json_object")
+
+
 def test_logprobs_also_ask_top_logprobs_zero(server):
     _agent(server, "echo", logprobs=True)([{"role": "user", "content": "hi"}], [])
     body = [b for p, b in server.requests if b.get("model") == "echo"][-1]
@@ -454,6 +466,29 @@ def test_rows_record_the_server_and_its_stated_version(server):
     assert [p for p, _ in server.requests].count("/version") >= 2
 
 
+def test_a_server_that_trickles_its_version_holds_the_agent_at_most_the_probe_budget(server):
+    # the probe runs under the agent's lock: a /version answer sent a byte every 0.4 s (19
+    # bytes: ~8 s) held every rollout thread of the agent until it ended; now the probe gives
+    # up at its total budget and the row says the version is unknown
+    budget = tk.agents.backends._VERSION_PROBE_TOTAL_SECONDS
+    server.version, server.trickle_seconds = "0.9.1", 0.4
+    try:
+        agent = _agent(server, "echo")
+        began = time.monotonic()
+        reply = agent([{"role": "user", "content": "hi"}], [])
+        held = time.monotonic() - began
+    finally:
+        server.version, server.trickle_seconds = None, None
+    assert reply["server"]["version"] is None and reply["content"]
+    assert held < budget + 2.0  # the completion itself takes milliseconds on this server
+    # the same server answering at once: the version is recorded
+    server.version = "0.9.1"
+    try:
+        assert _agent(server, "echo")([{"role": "user", "content": "hi"}], [])["server"]["version"] == "0.9.1"
+    finally:
+        server.version = None
+
+
 def test_the_server_url_on_rows_drops_credentials():
     assert tk.agents.backends._public_url("http://user:secret@host:8000/v1?key=abc#x") == "http://host:8000/v1"
 
@@ -479,3 +514,10 @@ def test_logprobs_that_do_not_spell_the_reply_are_trimmed_or_refused():
     assert [t["token"] for t in spell(tokens, "Hi there")] == ["Hi", " there"]  # the stop string the server removed
     assert spell(tokens, "Hi there<|im_end|>") == tokens
     assert spell(tokens, "Hello") is None and spell(tokens, "") is None
+    # "café" with the é split over two tokens: their strings do not spell it, their bytes do
+    # (OpenAI's logprobs carry each token's bytes); without bytes the turn has no sum
+    split = [{"token": "caf", "logprob": -1.0}, {"token": "\ufffd", "logprob": -2.0}, {"token": "\ufffd", "logprob": -0.5}]
+    assert spell(split, "café") is None
+    assert spell(split, "café", [list(b"caf"), [0xC3], [0xA9]]) == split
+    assert spell(split + [{"token": "<|im_end|>", "logprob": -0.1}], "café", [list(b"caf"), [0xC3], [0xA9], list(b"<|im_end|>")]) == split
+    assert spell(split, "cafe", [list(b"caf"), [0xC3], [0xA9]]) is None

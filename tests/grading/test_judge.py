@@ -528,3 +528,13 @@ def test_reports_never_print_the_in_memory_rows():
     for report in (tk.grade(rows, lambda r: r["reward"], trust="off"), tk.calibrate(rows),
                    tk.build_preference_pairs(rows), tk.select_for_rl(rows, scan=False)):
         assert "SECRET" not in repr(report) and "SECRET" not in report._repr_html_()
+
+
+def test_a_raw_newline_inside_the_reason_is_still_a_verdict():
+    # a grammar-constrained small model (tests/real) writes raw newlines inside strings,
+    # which strict JSON refuses; the verdict it meant is kept. Other breakage still fails.
+    from toolkit.grading.judge import _JudgeOutputError, _parse_judge_json
+
+    assert _parse_judge_json('{"reward": 1, "reason": "fine\nreally"}') == {"reward": 1, "reason": "fine\nreally"}
+    with pytest.raises(_JudgeOutputError, match="not valid JSON"):
+        _parse_judge_json('{"reward": 1, "reason": "cut} off')

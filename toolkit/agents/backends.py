@@ -107,6 +107,12 @@ _LLAMA_CPP_PYTHON = "llama.cpp Python API"
 # Seconds to wait for a self-hosted server's version endpoint: it is asked once per agent,
 # after the first completion, and a server without one must not slow the run down.
 _VERSION_PROBE_SECONDS = 2.0
+# The whole probe (every endpoint, every read) ends by this many seconds: it runs under the
+# agent's model lock, so a server that trickles its answer a byte at a time would otherwise
+# hold every rollout thread of the agent for as long as it likes.
+_VERSION_PROBE_TOTAL_SECONDS = 3.0
+# The most of a version answer read: a version or an OpenAPI document, never more.
+_VERSION_PROBE_BYTES = 1_000_000
 # OpenAI's documented default temperature; sent explicitly so the row records it (Anthropic:
 # sent only when given, since the current SDK takes no sampling keywords).
 DEFAULT_TEMPERATURE = 1.0
@@ -323,6 +329,15 @@ class ModelAgent:
         newline: the template of SmolLM2, Qwen and others) and scores it through the completions endpoint with ``echo``. Default
         None refuses, naming the server's behaviour; the template must be the model's own or
         the scores are of a different prompt.
+    response_format : {"json_object"}, mapping or None, optional
+        Constrains the reply's shape on servers that support it. ``"json_object"`` sends
+        ``{"type": "json_object"}`` (any JSON object; OpenAI, vLLM, llama.cpp). A mapping is
+        sent as given, in the server's own dialect: OpenAI and vLLM take
+        ``{"type": "json_schema", "json_schema": {"name": ..., "schema": ...}}``;
+        llama-cpp-python 0.3 answers that with HTTP 500 and takes
+        ``{"type": "json_object", "schema": ...}`` instead (both read off the servers' docs and,
+        for llama.cpp, tests/real). Default None sends nothing. Refused for ``anthropic:`` (the
+        Messages API has no such field).
     logprobs : bool or {"tokens"}, optional
         Default False. True or ``"tokens"`` (the two behave alike here) asks the server for
         log-probabilities on every completion and puts ``logprob``, ``n_tokens`` and
@@ -354,6 +369,7 @@ class ModelAgent:
         base_url: str | None = None,
         tool_choice: str | None = "auto",
         prompt_template: str | None = None,
+        response_format: str | Mapping[str, Any] | None = None,
         logprobs: bool | str = False,
     ) -> None:
         self.spec = parse_model_spec(spec)
@@ -377,8 +393,20 @@ class ModelAgent:
             raise ConfigError(f"tool_choice must be 'auto', 'required', 'none' or None (send nothing); got {tool_choice!r}")
         if prompt_template not in (None, "chatml"):
             raise ConfigError(f"prompt_template must be None or 'chatml'; got {prompt_template!r}")
+        if isinstance(response_format, Mapping):
+            if not isinstance(response_format.get("type"), str):
+                raise ConfigError(f"response_format: a mapping needs a 'type' string (the server's dialect); got {response_format!r:.120}")
+            try:
+                response_format = json.loads(json.dumps(response_format))  # a plain, private copy
+            except (TypeError, ValueError) as error:
+                raise ConfigError(f"response_format must be JSON (it is sent to the server): {error}") from None
+        elif response_format not in (None, "json_object"):
+            raise ConfigError(f"response_format must be None, 'json_object' or a mapping in the server's dialect; got {response_format!r}")
+        if response_format is not None and self.spec.provider == "anthropic":
+            raise ConfigError("response_format: the Anthropic Messages API has no response_format; use an openai:/vllm: spec or none")
         self.tool_choice = tool_choice
         self.prompt_template = prompt_template
+        self.response_format = response_format
         if logprobs not in (False, True, "tokens"):
             raise ConfigError(f"logprobs must be False, True or 'tokens'; got {logprobs!r}")
         if logprobs and self.spec.provider == "anthropic":
@@ -584,6 +612,9 @@ class ModelAgent:
             request["tools"] = [_openai_tool(t) for t in tools]
             if self.tool_choice is not None:
                 request["tool_choice"] = self.tool_choice
+        if self.response_format is not None:
+            shape = self.response_format
+            request["response_format"] = {"type": shape} if isinstance(shape, str) else json.loads(json.dumps(shape))
         if logprobs:
             request["logprobs"] = True
             # OpenAI and vLLM return the sampled tokens' logprobs for logprobs=True alone;
@@ -616,14 +647,17 @@ class ModelAgent:
         content_logprobs = getattr(getattr(choice, "logprobs", None), "content", None)
         tokens = [{"token": t.token, "logprob": float(t.logprob)} for t in content_logprobs or []]
         if tokens and isinstance(message.content, str) and not message.tool_calls:
-            tokens = _spelling(tokens, message.content)
+            # the bytes of each token (OpenAI and vLLM send them): a character split across
+            # tokens is spelled by their bytes, not by their strings
+            raw = [getattr(t, "bytes", None) for t in content_logprobs]
+            tokens = _spelling(tokens, message.content, raw if all(isinstance(b, list) for b in raw) else None)
             if tokens is None:
                 spelled = "".join(t.token for t in content_logprobs)
                 at = _first_difference(spelled, message.content)
                 reply["logprob_missing"] = (
                     f"the server's log-probabilities spell {spelled[at:at + 40]!r} where the reply text has "
-                    f"{message.content[at:at + 40]!r} (character {at}); llama-cpp-python scores the stop string it then removes "
-                    "from the reply, and splits some characters across tokens"
+                    f"{message.content[at:at + 40]!r} (character {at}), so no sum of them is the reply's log-probability "
+                    "(llama-cpp-python, for one, scores a stop string it then removes from the reply)"
                 )
         if logprobs and tokens:
             reply["tokens"] = tokens
@@ -796,30 +830,46 @@ def _public_url(url: str) -> str:
     return f"{parts.scheme}://{host}{parts.path}".rstrip("/") if parts.scheme else url
 
 
-def _get_json(url: str, key: str | None) -> Any:
+def _get_json(url: str, key: str | None, deadline: float) -> Any:
+    """GET ``url`` as JSON, giving up (TimeoutError) at ``deadline`` (time.monotonic)."""
     # the key the API calls carry (a server started with one may guard every route)
     headers = {"accept": "application/json", **({"authorization": f"Bearer {key}"} if key else {})}
     request = urllib.request.Request(url, headers=headers)
-    with urllib.request.urlopen(request, timeout=_VERSION_PROBE_SECONDS) as reply:  # noqa: S310 -- the user's own server
-        return json.loads(reply.read(1_000_000) or b"null")
+    timeout = min(_VERSION_PROBE_SECONDS, deadline - time.monotonic())
+    if timeout <= 0:
+        raise TimeoutError(f"no time left to ask {url}")
+    with urllib.request.urlopen(request, timeout=timeout) as reply:  # noqa: S310 -- the user's own server
+        body = b""
+        # chunk by chunk, so a slow trickle meets the deadline instead of the socket timeout
+        # resetting on every byte
+        while len(body) < _VERSION_PROBE_BYTES:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{url} answered too slowly")
+            chunk = reply.read1(65536)
+            if not chunk:
+                break
+            body += chunk
+        return json.loads(body[:_VERSION_PROBE_BYTES] or b"null")
 
 
 def _probe_identity(base_url: str, provider: str, key: str | None) -> dict:
     """``{"software", "version"}`` as a self-hosted server states them; None where it states
-    none or cannot be asked. Never raises: the run must not depend on it."""
+    none or cannot be asked within :data:`_VERSION_PROBE_TOTAL_SECONDS`. Never raises: the run
+    must not depend on it."""
+    deadline = time.monotonic() + _VERSION_PROBE_TOTAL_SECONDS
     parts = urlsplit(base_url)
     origin = f"{parts.scheme}://{parts.netloc}"
     root = base_url[: -len("/v1")] if base_url.endswith("/v1") else base_url
     attempts = [("Ollama", f"{origin}/api/version")] if provider == "ollama" else [("vLLM", f"{origin}/version")]
     for software, url in attempts:
         try:
-            body = _get_json(url, key)
+            body = _get_json(url, key, deadline)
         except (OSError, ValueError):
             continue
         if isinstance(body, Mapping) and isinstance(body.get("version"), str):
             return {"software": software, "version": body["version"]}
     try:
-        body = _get_json(f"{root}/openapi.json", key)
+        body = _get_json(f"{root}/openapi.json", key, deadline)
     except (OSError, ValueError):
         body = None
     info = body.get("info") if isinstance(body, Mapping) else None
@@ -832,19 +882,33 @@ def _first_difference(a: str, b: str) -> int:
     return next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
 
 
-def _spelling(tokens: list[dict], text: str) -> list[dict] | None:
+def _spelling(tokens: list[dict], text: str, raw: list[list[int]] | None = None) -> list[dict] | None:
     """The leading tokens that spell ``text`` exactly: all of them when they do, fewer when
     the server scored more than it returned (a stop string it cut off), None when no prefix
     of them spells it (the logprobs are of some other text, and no sum of them is the
-    reply's)."""
+    reply's). With ``raw`` (each token's bytes, as OpenAI and vLLM send them) the tokens are
+    also matched byte by byte, so a character split across two tokens (their strings are
+    each a replacement character) still spells the text."""
     spelled = ""
     for position, token in enumerate(tokens):
         if spelled == text:
             return tokens[:position] or None
         spelled += token["token"]
         if len(spelled) > len(text):
+            break
+    else:
+        if spelled == text:
+            return tokens
+    if raw is None:
+        return None
+    want, have = text.encode("utf-8"), b""
+    for position, piece in enumerate(raw):
+        if have == want:
+            return tokens[:position] or None
+        have += bytes(piece)
+        if len(have) > len(want):
             return None
-    return tokens if spelled == text else None
+    return tokens if have == want else None
 
 
 def _chatml_content(message: Mapping[str, Any]) -> str:
@@ -925,8 +989,9 @@ def model_agent(spec: str, **options: Any) -> ModelAgent:
         Keyword options of :class:`ModelAgent`, where each is described: temperature (default
         None, which sends 1.0 except to Anthropic), max_tokens (512), top_p (None), timeout
         (seconds per completion; default :func:`default_timeout`), max_retries (3), backoff
-        ((0.5, 8.0) s), seed (0), api_key, base_url, tool_choice ("auto"), prompt_template (None), logprobs
-        (False | True | "tokens"). An unknown name raises TypeError.
+        ((0.5, 8.0) s), seed (0), api_key, base_url, tool_choice ("auto"), prompt_template (None),
+        response_format (None | "json_object" | a mapping), logprobs (False | True | "tokens"). An unknown
+        name raises TypeError.
 
     Returns
     -------

@@ -5,6 +5,7 @@ from toolkit.grading.conduct import CONDUCT_CHECKS, ConductVerdict, conduct_grad
 from toolkit.grading.hackscan import REGIMES, HackScan, HackScanError, hack_scan
 from toolkit.grading.judge import (
     JUDGE_STATUSES,
+    JUDGE_VERDICT_SCHEMA,
     PROBES,
     GradeReport,
     JudgeError,
@@ -46,6 +47,7 @@ __all__ = [
     "HackScanError",
     "hack_scan",
     "REGIMES",
+    "JUDGE_VERDICT_SCHEMA",
     "StateVerdict",
     "state_grade",
     "state_grader",
