@@ -15,6 +15,12 @@ arrays for 3^10 and 2^20 in <= 5 s. Issue 19's t = 2 target (median <= 1.08 over
 4^20, 3^50, 2^100, 10^20, 10^30) measured 1.056 (10^20 1.168 and 10^30 1.100 not improved;
 docs/design/covering.md says what was tried).
 
+``--only higher``: issue 19's strength-3 targets at effort="default" (median rows / best-known
+<= 1.15, max <= 1.30, 4^20 in <= 5 s) and the t = 4 arrays. Measured (load ~2.4 on 2 cores,
+wall / CPU s): median 1.042, max 1.212 (2^100: 40 rows against 33); 5^10 205 rows (5.4 s),
+6^8 306 (3.1 s; best known 301), 10^10 1312 (3.6 s), 4^20 127 (1.5 s); the table and what
+was tried for the rest are in docs/design/covering.md.
+
 ``--only grid``: tk.situation_grid for 500 / 1,000 / 2,000 synthetic tools (issue 21 row 13).
 """
 
@@ -47,9 +53,11 @@ STRENGTH_THREE = [("3^10", [3] * 10), ("2^20", [2] * 20)]
 
 # Issue 19: (label, levels, best-known CAN(3, k, v), its source, rows before issue 19 at
 # effort="default", seed 0). Best known from Colbourn's covering array tables as quoted in
-# issue 19; 7^8 = 343 is v^3 (Bush's orthogonal array meets the product bound). For 6^8 we
-# know no table value, so the reference is the lower bound 6 x CAN(2, 7, 6) >= 6 x 37 = 222
-# (no OA(36; 2, 4, 6): Tarry 1900): the printed ratio overstates the true one.
+# issue 19; 7^8 = 343 is v^3 (Bush's orthogonal array meets the product bound). 6^8 = 301
+# (Torres-Jimenez) is the November 2024 table entry (3, 8, 6) as kept in the colbourn_catalogue.csv
+# of github.com/chrispbsmolen/ca-tools (the tables themselves are no longer public); our lower
+# bound there is 6 x CAN(2, 7, 6) >= 6 x 37 = 222 (no OA(36; 2, 4, 6): Tarry 1900), so the
+# issue's 1.30 x 222 = 288 would beat the table. The same catalogue confirms the other values.
 # "before" = the toolkit at the commit before issue 19 (issue text, plus measured here for
 # 4^10, 3^50, 2^100, 6^8, 7^8, 10^10).
 STRENGTH_THREE_TARGETS = [
@@ -62,7 +70,7 @@ STRENGTH_THREE_TARGETS = [
     ("4^10", [4] * 10, 100, "table", 134),
     ("3^50", [3] * 50, 102, "table", 117),
     ("2^100", [2] * 100, 33, "table", 40),
-    ("6^8", [6] * 8, 222, "LOWER BOUND (no table value known to us)", 309),
+    ("6^8", [6] * 8, 301, "Torres-Jimenez (table; our lower bound is 222)", 309),
     ("7^8", [7] * 8, 343, "orthogonal array (optimal)", 343),
     ("10^10", [10] * 10, 1215, "table", 1313),
 ]
@@ -250,7 +258,8 @@ def main() -> int:
     print()
     checks = [
         ("every array complete", not any("incomplete" in f for f in failures)),
-        ("never more rows than allpairspy", not args.no_allpairspy and not any("> allpairspy" in f for f in failures)),
+        # None: not measured (--no-allpairspy skips the peer), printed as such, not as a miss
+        ("never more rows than allpairspy", None if args.no_allpairspy else not any("> allpairspy" in f for f in failures)),
         (f"median ours/best = {median_ratio:.3f} <= 1.10", median_ratio <= 1.10),
         (f"max ours/best = {max_ratio:.3f} <= 1.25", max_ratio <= 1.25),
         (f"10^30 in {timings['10^30']:.3f} s <= 0.25 s (wall)", timings["10^30"] <= 0.25),
@@ -259,7 +268,7 @@ def main() -> int:
         ("t=3 arrays for 3^10 and 2^20 in <= 5 s", not any("t=3 took" in f for f in failures)),
     ]
     for text, ok in checks:
-        print(f"[{'met' if ok else 'NOT MET'}] {text}")
+        print(f"[{'not measured' if ok is None else 'met' if ok else 'NOT MET'}] {text}")
     if args.only == "all":
         print()
         failures += _strength_three_table(args.effort)

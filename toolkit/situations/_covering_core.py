@@ -823,6 +823,115 @@ def shrink_by_search(rows, levels, fixed, needed, rng, oracle, total_steps: int,
     return best, best_fixed
 
 
+def anneal(search: TupleSearch, proposals: int, deadline: float | None = None, batch: int = 128,
+           start_temperature: float = 0.5, end_temperature: float = 0.05) -> tuple[int, np.ndarray]:
+    """Simulated annealing over the uncovered-tuple count of ``search``'s rows (their number
+    fixed), as in Cohen, Colbourn & Ling, "Constructing strength three covering arrays with
+    augmented annealing", Discrete Math. 308 (2008) 2709-2722: a move sets one free cell to
+    another value and is kept if it uncovers no more tuples than it covers, else with
+    probability exp(-increase / temperature); the temperature falls geometrically from
+    ``start_temperature`` to ``end_temperature`` over the ``proposals`` moves.
+
+    Moves are proposed ``batch`` at a time, all in one column and in distinct rows, and
+    scored together with one gather (a lone move costs ~30 us of numpy overhead here; a batch
+    of 128 costs ~0.1 ms). Each is judged against the counts before the batch; of the kept
+    ones, a move sharing a tuple with an earlier kept move of the same batch is dropped, so
+    the counts stay exact. Returns (fewest uncovered tuples seen, the rows then); seeded by
+    ``search.rng``. Measured on 6^8 (309 rows, 4M proposals, 3 seeds): batches of 16, 32, 64
+    and 128 all ended at 305-307 rows, in 10, 6.2, 3.8 and 2.4 s; starting at 0.5 or 0.3
+    ended at 305-307, at 1.0 one row higher (one seed).
+    """
+    rng = search.rng
+    k = search.rows.shape[1]
+    uncovered = int((search.count[: search.space.size] == 0).sum())
+    best, best_rows = uncovered, search.rows.copy()
+    rounds = max(1, proposals // batch)
+    touched = np.zeros(len(search.count), dtype=bool)
+    free_rows = [np.flatnonzero(~search.fixed[:, c]) for c in range(k)]
+    # A one-level factor has no other value to move to.
+    movable = np.flatnonzero(search.levels >= 2)
+    for step in range(rounds):
+        if uncovered == 0 or len(movable) == 0:
+            break
+        if deadline is not None and step % 64 == 0 and time.perf_counter() > deadline:
+            break
+        temperature = start_temperature * (end_temperature / start_temperature) ** (step / rounds)
+        c = int(movable[rng.integers(len(movable))])
+        candidates = free_rows[c]
+        if len(candidates) == 0:
+            continue
+        rr = rng.choice(candidates, size=min(batch, len(candidates)), replace=False)
+        v = int(search.levels[c])
+        xx = (search.rows[rr, c] + rng.integers(1, v, len(rr))) % v
+        columns, mult, offsets, mult_c = search.tables[c]
+        held = search.rows[rr]
+        old = (held[:, columns] * mult).sum(axis=-1) + offsets
+        new = old + (xx - held[:, c])[:, None] * mult_c
+        delta = (search.count[old] == 1).sum(axis=1) - (search.count[new] == 0).sum(axis=1)
+        kept = np.flatnonzero(
+            (delta <= 0) | (rng.random(len(rr)) < np.exp(-np.maximum(delta, 0) / temperature))
+        )
+        applied = []
+        for m in kept.tolist():
+            if not (touched[old[m]].any() or touched[new[m]].any()):
+                applied.append(m)
+                touched[old[m]] = True
+                touched[new[m]] = True
+        if not applied:
+            continue
+        applied = np.asarray(applied)
+        touched[old[applied].ravel()] = False
+        touched[new[applied].ravel()] = False
+        search.count[old[applied].ravel()] -= 1
+        search.count[new[applied].ravel()] += 1
+        search.rows[rr[applied], c] = xx[applied]
+        uncovered += int(delta[applied].sum())
+        if uncovered < best:
+            best, best_rows = uncovered, search.rows.copy()
+    return best, best_rows
+
+
+def shrink_by_annealing(rows, levels, fixed, needed, rng, total_proposals: int, deadline: float | None,
+                        floor: int = 1, first_allowance: int = 500_000, max_failures: int | None = 3,
+                        strength: int = 3):
+    """:func:`shrink_by_search` with :func:`anneal` as the repair: delete the row holding the
+    fewest tuples alone, anneal the rest; on success keep the smaller array, on failure
+    restore it, try another cheap row and double the allowance (``first_allowance``
+    proposals). Stops at ``floor`` rows, after ``max_failures`` failures in a row, when
+    ``total_proposals`` are spent, or at ``deadline``. Returns (rows, fixed mask).
+
+    Unconstrained arrays only (a move is not checked against constraints). Measured on 6^8
+    (the trimmed OA(343; 3, 8, 7) after the repair search, 309 rows): 305-306 rows in 4M
+    proposals (2.5 s), 303 in 30M, where the repair search stays at 304 after 60 s.
+    """
+    search = TupleSearch(rows, levels, fixed, needed, rng, None, strength)
+    best, best_fixed = rows.copy(), fixed.copy()
+    spent, failures, allowance = 0, 0, first_allowance
+    while len(best) > floor and spent < total_proposals:
+        if deadline is not None and time.perf_counter() > deadline:
+            break
+        load = search.unique_load().astype(np.float64)
+        load[search.fixed.any(axis=1)] = np.inf
+        if not np.isfinite(load).any():
+            break
+        load += search.rng.random(len(load)) * (1.0 + failures)
+        search.delete_row(int(np.argmin(load)))
+        budget = int(min(allowance, total_proposals - spent))
+        uncovered, repaired = anneal(search, budget, deadline)
+        spent += budget
+        if uncovered == 0:
+            best, best_fixed = repaired, search.fixed.copy()
+            search.set_rows(best, best_fixed)
+            failures = 0
+        else:
+            failures += 1
+            if max_failures is not None and failures >= max_failures:
+                break
+            allowance *= 2
+            search.set_rows(best, best_fixed)
+    return best, best_fixed
+
+
 def order_rows_by_gain(
     rows: np.ndarray, levels: np.ndarray, t: int, keep_first: int, needed=None
 ) -> np.ndarray:

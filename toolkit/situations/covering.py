@@ -28,10 +28,12 @@ Method
    Bush's OA(q^3; 3, q+2, q) for even q (hyperoval), Raaphorst--Moura--Stevens
    CA(2q^3-1; 3, q^2+q+1, q) (4^20 -> 127 rows), the Paley CA(12; 3, 11, 2), the
    Chateauneuf--Kreher / Roux doubling CA(3, 2k, v) of the best array on half the factors
-   (2^20 -> 18), and, for three levels at the default effort, cyclic cover starters found by a
-   short seeded walk (3^13 -> 45, 3^20 -> 63). Each is trimmed to the factors (surplus columns
-   dropped, surplus levels freed); with mixed levels a construction on the top-level factors
-   also seeds the greedy. The lower bound at t >= 3 is v_max x CAN(t-1) of the other factors.
+   (2^20 -> 18), starters under the symbol group AGL(1, q) found by a seeded tabu search
+   for q + 2 < k <= 2q at the default effort (5^10 -> 205 at seed 0; the construction's
+   best-known CA(185; 3, 10, 5) for some seeds), and, for three levels at the default effort,
+   cyclic cover starters found by a short seeded walk (3^13 -> 45, 3^20 -> 63). Each is
+   trimmed to the factors (surplus columns dropped, surplus levels freed); with mixed levels
+   a construction on the top-level factors also seeds the greedy. The lower bound at t >= 3 is v_max x CAN(t-1) of the other factors.
 2. **IPOG-F greedy** (Lei et al., ECBS 2007; Forbes et al., J. Res. NIST 113(5), 2008):
    columns are added largest-first; each new column is filled by repeatedly taking the
    (row, value) with the largest number of still-uncovered t-tuples over *all* rows (a numpy
@@ -44,7 +46,10 @@ Method
    other rows are dropped, then "delete a row and repair" by a focused tabu search on the
    uncovered tuples with 10% random moves (Nurmela, Discrete Appl. Math. 138, 2004; the noise
    is what lets it leave plateaus -- without it, 5^10 stalled at 41 rows, with it 37-38). For
-   t >= 3 a move changes the one cell in which a row differs from an uncovered tuple.
+   t >= 3 a move changes the one cell in which a row differs from an uncovered tuple. At
+   t >= 3 (unconstrained), where that search removed a row, "delete a row and anneal" follows:
+   simulated annealing over the uncovered-tuple count (Cohen, Colbourn & Ling, Discrete Math.
+   308, 2008), counted in proposals (6^8: 309 -> 306 rows).
 4. **Row order**: the rows are finally ordered greedily (each next row adds the most
    uncovered tuples), so any prefix -- a run cut short by its budget -- covers as much as it
    can. (The replaced engine's one-row-at-a-time greedy had this property by construction.)
@@ -93,9 +98,14 @@ __all__ = [
 ]
 
 _EFFORTS = ("fast", "default", "best")
-# "best" without a time_budget searches this long: enough for the benchmark configurations
-# to settle (measured: most stop improving within 2-5 s), short enough for a notebook cell.
-_BEST_DEFAULT_SECONDS = 10.0
+# "best" without a time_budget searches this long: the issue's "a minute for paper-grade
+# arrays". The t = 2 repair search settles within 2-5 s; at t = 3 the annealing keeps
+# removing rows for longer (6^8: 305-306 rows after 2.5 s, 303 after 27 s).
+_BEST_DEFAULT_SECONDS = 60.0
+# At "best" with t >= 3 (unconstrained), the repair search gets this share of the time and
+# the annealing the rest: the search removes the easy rows in seconds and then stalls
+# (6^8: 304 rows after 60 s of search alone).
+_BEST_SEARCH_SHARE = 0.25
 # The default effort's search budget, in tabu steps. A step costs a few numpy calls over the
 # rows that could take the chosen pair (~20-60 us here), so the budget is scaled by the array
 # size: 6e6 / (rows x factors) steps, at most 40,000 and at least 300. Measured (CPU s): 10^30
@@ -110,6 +120,13 @@ _DEFAULT_MAX_GATHERED = 3e8
 # Three failed repairs in a row (with a doubling step allowance: 1k, 2k, 4k) end the default
 # search; more rarely pays at that size (see the step counts in _covering_core.shrink_by_search).
 _DEFAULT_MAX_FAILURES = 3
+# The default effort's annealing budget (t >= 3, after a repair search that removed a row):
+# proposals x C(k-1, t-1) gathered tuple ids at most 8.4e7 = 4M proposals on 6^8 (~2.5 s
+# here, 309 -> 305-306 rows, ~1,600 proposals per cell), and at most 2,000 proposals per
+# cell (a small array settles long before); none when fewer than 10 per cell remain.
+_ANNEAL_WORK = 8.4e7
+_ANNEAL_MAX_PER_CELL = 2000
+_ANNEAL_MIN_PER_CELL = 10
 
 
 # --------------------------------------------------------------------------- results
@@ -560,10 +577,10 @@ def covering_array(
         Int or ``numpy.random.Generator``; the same int gives the same array. Default 0.
     effort : str
         ``"fast"``: construction only; ``"default"`` (default): plus a fixed-size improvement
-        search (deterministic; at t = 3 also the step-bounded cyclic-starter walk);
-        ``"best"``: improvement until ``time_budget`` seconds (default 10).
+        search (deterministic; at t = 3 also the step-bounded starter searches and the
+        annealing); ``"best"``: improvement until ``time_budget`` seconds (default 60).
     time_budget : float, optional
-        Seconds the ``"best"`` search may run (a positive number; default None = 10 s).
+        Seconds the ``"best"`` search may run (a positive number; default None = 60 s).
         Checked for every effort but used only by ``"best"``.
 
     Returns
@@ -589,7 +606,9 @@ def covering_array(
     * Chateauneuf & Kreher, J. Combin. Des. 10(4), 2002 (Roux 1987 for v = 2): doubling
       CA(3, 2k, v) from CA(3, k, v) and CA(2, k, v).
     * Chateauneuf, Colbourn & Kreher, Des. Codes Cryptogr. 16(3), 1999; Meagher & Stevens,
-      J. Combin. Des. 13(1), 2005: cyclic cover starters (t = 3, three levels).
+      J. Combin. Des. 13(1), 2005: cyclic cover starters (t = 3, three levels), and starters
+      under the symbol group AGL(1, q) (Chateauneuf & Kreher 2002 give CA(185; 3, 10, 5)).
+    * Cohen, Colbourn & Ling, Discrete Math. 308, 2008: annealing as post-optimisation.
     * Paley (1933): the quadratic-residue CA(12; 3, 11, 2).
     * Lei et al., ECBS 2007; Forbes et al., J. Res. NIST 113(5), 2008: the IPOG-F greedy.
     * Nurmela, Discrete Appl. Math. 138, 2004: the delete-a-row-and-repair tabu search.
@@ -604,9 +623,10 @@ def covering_array(
     return _build(factors, strength, constraints, required, seed, effort, time_budget, None)
 
 
-def _build(factors, strength, constraints, required, seed, effort, time_budget, on_progress):
+def _build(factors, strength, constraints, required, seed, effort, time_budget, on_progress, anneal=True):
     """:func:`covering_array`, with ``on_progress(fraction)`` called as the construction
-    advances (0 < fraction <= 1; the situation grid draws its progress bar from it)."""
+    advances (0 < fraction <= 1; the situation grid draws its progress bar from it);
+    ``anneal=False`` skips the annealing (for ingredients of a recursive construction)."""
     named = _validate_factors(factors)
     k = len(named)
     t = _validate_strength(strength, k)
@@ -634,7 +654,7 @@ def _build(factors, strength, constraints, required, seed, effort, time_budget, 
             on_progress(0.9 * done / max(1, total))
 
     rows, infeasible, method = _construct(
-        levels, t, start, rng, oracle, None if oracle else lower_bound, effort, on_column
+        levels, t, start, rng, oracle, None if oracle else lower_bound, effort, on_column, deadline
     )
     if oracle is not None:
         space = _core.all_subsets_space(levels, t)
@@ -648,13 +668,19 @@ def _build(factors, strength, constraints, required, seed, effort, time_budget, 
     if len(rows) > lower_bound:
         rows = _core.eliminate_redundant_rows(rows, levels, t, n_required, needed)
     steps = _search_steps(effort, len(rows), k, t)
+    anneals = anneal and t >= 3 and oracle is None and effort != "fast"
+    searched = False
     if t >= 2 and len(rows) > lower_bound and steps >= _DEFAULT_MIN_STEPS:
         # Required rows are never deleted nor edited by the search (their free cells were
         # already spent by the construction).
         fixed = np.zeros(rows.shape, dtype=bool)
         fixed[:n_required] = True
+        search_deadline = deadline
+        if deadline is not None and anneals:
+            now = time.perf_counter()
+            search_deadline = now + _BEST_SEARCH_SHARE * max(0.0, deadline - now)
         improved, _ = _core.shrink_by_search(
-            rows, levels, fixed, needed, rng, oracle, steps, deadline,
+            rows, levels, fixed, needed, rng, oracle, steps, search_deadline,
             floor=max(lower_bound, n_required),
             max_failures=_DEFAULT_MAX_FAILURES if effort == "default" else None,
             strength=t,
@@ -662,6 +688,28 @@ def _build(factors, strength, constraints, required, seed, effort, time_budget, 
         if len(improved) < len(rows):
             rows = improved
             method += "+search"
+            searched = True
+    # Annealing at the default effort only where the repair search removed a row: the arrays
+    # it cannot shrink (Raaphorst-Moura-Stevens 4^20, the doublings of 2^20, 4^10, 3^50 and
+    # 2^100, the starters) were as tight for the annealing (measured: no row off 4^10 in
+    # 0.8 s, 5^10's 225-row doubling in 1.7 s, 3^50 in 9 s, 2^100 in 21 s).
+    proposals = _anneal_proposals(effort, len(rows), k, t)
+    if anneals and len(rows) > max(lower_bound, n_required) and proposals and (searched or effort == "best"):
+        fixed = np.zeros(rows.shape, dtype=bool)
+        fixed[:n_required] = True
+        annealed, _ = _core.shrink_by_annealing(
+            rows, levels, fixed, needed, rng, proposals, deadline,
+            floor=max(lower_bound, n_required),
+            # At the default effort three failures (allowance doubling) spend 7/8 of the
+            # budget; at "best" the deadline bounds it and the first repair gets 500,000
+            # proposals (6^8: ~0.3 s), as measured above.
+            first_allowance=max(1, proposals // 8) if effort == "default" else 500_000,
+            max_failures=_DEFAULT_MAX_FAILURES if effort == "default" else None,
+            strength=t,
+        )
+        if len(annealed) < len(rows):
+            rows = annealed
+            method += "+annealing"
     rows = _core.order_rows_by_gain(rows, levels, t, n_required, needed)
     if on_progress is not None:
         on_progress(1.0)
@@ -698,6 +746,16 @@ def _search_steps(effort: str, n_rows: int, k: int, t: int) -> int:
     return int(min(steps, _DEFAULT_MAX_GATHERED / gathered))
 
 
+def _anneal_proposals(effort: str, n_rows: int, k: int, t: int) -> int:
+    """How many annealing moves an effort level allows (0 = no annealing)."""
+    if effort == "fast" or n_rows == 0:
+        return 0
+    if effort == "best":
+        return 1 << 62  # bounded by the deadline instead
+    proposals = min(_ANNEAL_MAX_PER_CELL * n_rows * k, int(_ANNEAL_WORK / math.comb(k - 1, t - 1)))
+    return proposals if proposals >= _ANNEAL_MIN_PER_CELL * n_rows * k else 0
+
+
 def _tuple_ids(space: _core.TupleSpace, tuples) -> np.ndarray:
     lookup = {tuple(int(c) for c in cols): s for s, cols in enumerate(space.columns)}
     ids = []
@@ -707,7 +765,8 @@ def _tuple_ids(space: _core.TupleSpace, tuples) -> np.ndarray:
     return np.asarray(ids, dtype=np.int64)
 
 
-def _strength_three_candidates(levels: np.ndarray, rng, effort: str) -> list[tuple[np.ndarray, str]]:
+def _strength_three_candidates(levels: np.ndarray, rng, effort: str, deadline: float | None = None
+                               ) -> list[tuple[np.ndarray, str]]:
     """Strength-3 constructions over ``v = max(levels)`` levels, trimmed to ``levels``:
     surplus columns dropped, levels a factor lacks freed (see :func:`_pad`).
 
@@ -717,6 +776,8 @@ def _strength_three_candidates(levels: np.ndarray, rng, effort: str) -> list[tup
     :func:`covering_array` itself at the same effort, so the halves are recursive and
     search-improved). With mixed levels a candidate over 4x the product bound is dropped:
     freeing that many surplus cells leaves an array the greedy beats, and pruning it costs time.
+    Then, for a prime-power v with v + 2 < k <= 2v, starters under AGL(1, v) (see
+    :func:`_affine_orbit_candidate`), and for three levels cyclic starters.
     """
     k = len(levels)
     v = int(levels.max())
@@ -732,11 +793,17 @@ def _strength_three_candidates(levels: np.ndarray, rng, effort: str) -> list[tup
         half = (k + 1) // 2
         sub_effort = "fast" if effort == "fast" else "default"
         seed = int(rng.integers(1 << 31))
-        a = covering_array([v] * half, 3, seed=seed, effort=sub_effort)
+        # The half is an ingredient: no annealing there (10^10's half 10^5 spent 6 s on it
+        # for a candidate that loses to OA(11^3) anyway); the final array still gets it.
+        a = _build([v] * half, 3, None, None, seed, sub_effort, None, None, anneal=False)
         b = covering_array([v] * half, 2, seed=seed, effort=sub_effort)
         doubled = _constructions.double_columns(np.asarray(a.rows), np.asarray(b.rows), v, k)
         if len(doubled) <= limit:
             out.append((_pad(doubled, levels), f"doubling({a.method})"))
+    if effort != "fast" and _core.prime_power(v) and v + 2 < k <= 2 * v:
+        beat = min((len(rows) for rows, _ in out), default=limit)
+        out.extend(_affine_orbit_candidate(v, k, beat if math.isfinite(beat) else 1 << 62, rng, effort,
+                                           levels, deadline))
     # Three levels only: there the walk finds starters within its budget (3^14, 3^20). With
     # more levels it found none smaller than the other candidates (4^20 with 1 starter, 5^10
     # with 4 in 8,000 steps, 6^8 with 5-6 in 3,000), so trying would only cost time.
@@ -755,6 +822,39 @@ _CYCLIC_STEPS = 1500
 _CYCLIC_MAX_WORK = 20_000
 # At most this many (columns, starters) attempts per array: each failure costs ~1 s.
 _CYCLIC_ATTEMPTS = 2
+
+
+# The AGL(1, q)-orbit starter search gets this many tabu steps at the default effort (4x at
+# "best", where the deadline also bounds it). Measured on 5^10, seeds 0-7: 25,000 steps
+# (~5 s here) gave 205 rows for five seeds and 185 for one (two kept the 225-row doubling);
+# 15,000 gave 205 for three and 185 for one.
+_ORBIT_STEPS = 25_000
+# Work cap, starters x columns x levels x C(k - 1, 2) x steps (what the steps gather): 5^10
+# is 11 x 10 x 5 x 36 x 25,000 = 5e8 (~5 s); above it the step budget shrinks, and below
+# 2,000 steps the search is skipped (5^10's first solve alone takes 300-900 steps).
+_ORBIT_MAX_WORK = 5e8
+_ORBIT_MIN_STEPS = 2000
+
+
+def _affine_orbit_candidate(v: int, k: int, beat: int, rng, effort: str, levels: np.ndarray,
+                            deadline: float | None):
+    """The AGL(1, v)-orbit construction (Chateauneuf, Colbourn & Kreher 1999; see
+    :func:`_constructions.affine_orbit_array`) with fewer than ``beat`` rows, if found within
+    the step budget. Tried for v + 2 < k <= 2v: up to v + 2 columns an orthogonal array is
+    optimal, and 2v is where the construction's known arrays sit (CA(88; 3, 8, 4),
+    CA(185; 3, 10, 5)); past it 4^10 (k = 2.5v) did not beat the doubling's 112 rows in
+    12,000 steps (2 of 6 seeds tied it)."""
+    fits = (beat - 1 - v) // (v * (v - 1))
+    if fits < 1:
+        return []
+    per_step = (fits + 1) * k * v * math.comb(k - 1, 2)
+    steps = int(min(_ORBIT_STEPS * (4 if effort == "best" else 1), _ORBIT_MAX_WORK / per_step))
+    if steps < _ORBIT_MIN_STEPS:
+        return []
+    rows = _constructions.affine_orbit_array(v, k, rng, steps, beat, deadline)
+    if rows is None:
+        return []
+    return [(_pad(rows, levels), f"affine-orbit-starters(q={v})")]
 
 
 def _cyclic_candidates(v: int, k: int, beat: int, rng, effort: str, levels: np.ndarray):
@@ -779,7 +879,7 @@ def _cyclic_candidates(v: int, k: int, beat: int, rng, effort: str, levels: np.n
     return out
 
 
-def _construct(levels, t, start, rng, oracle, lower_bound=None, effort="default", on_column=None):
+def _construct(levels, t, start, rng, oracle, lower_bound=None, effort="default", on_column=None, deadline=None):
     """Candidate constructions; the smallest complete one wins (exact ones first on ties).
     An exact construction that meets ``lower_bound`` is returned without running the greedy."""
     k = len(levels)
@@ -796,7 +896,7 @@ def _construct(levels, t, start, rng, oracle, lower_bound=None, effort="default"
         if t != 3 and t <= q and k <= q + 1 and q**t <= 4 * math.prod(sorted(levels.tolist())[-t:]):
             candidates.append((_pad(_core.bush_orthogonal_array(q, t, k), levels), f"orthogonal-array(q={q})"))
         if t == 3:
-            candidates.extend(_strength_three_candidates(levels, rng, effort))
+            candidates.extend(_strength_three_candidates(levels, rng, effort, deadline))
     for rows, method in candidates:
         if lower_bound is not None and len(rows) == lower_bound and (levels == levels.max()).all():
             return rows, [], method
@@ -818,7 +918,7 @@ def _construct(levels, t, start, rng, oracle, lower_bound=None, effort="default"
         # Mixed levels: a construction on the top-level factors (IPOG-F places them first)
         # seeds the greedy, which extends it to the other factors.
         top_columns = np.flatnonzero(levels == top)
-        uniform = _strength_three_candidates(levels[top_columns], rng, effort)
+        uniform = _strength_three_candidates(levels[top_columns], rng, effort, deadline)
         if uniform:
             part = min((rows for rows, _ in uniform), key=len)
             seeded3 = np.full((len(part), k), _core.DONT_CARE, dtype=np.int64)
