@@ -280,3 +280,36 @@ def test_not_a_langfuse_export(tmp_path):
     (tmp_path / "c.json").write_text(json.dumps([entry]))
     with pytest.raises(RowError, match=r"trace 'x'.*'helpfulness' has value 3.5"):
         tk.read_langfuse(tmp_path / "c.json", reward="helpfulness")
+
+
+def deep(levels: int) -> dict:
+    """A JSON object nested ``levels`` deep: valid JSON, below the decoder's own limit."""
+    value: dict = {"leaf": 1}
+    for _ in range(levels - 1):
+        value = {"a": value}
+    return value
+
+
+def test_json_nested_too_deep_is_a_row_error_naming_the_trace(tmp_path):
+    traces = [trace("x", "T0", True), trace("y", "T1", False)]
+    traces[0]["metadata"]["notes"] = deep(900)
+    path = tmp_path / "x.json"
+    path.write_text(json.dumps(traces))
+    json.loads(path.read_text())  # valid JSON: the decoder itself reads it
+    with pytest.raises(RowError, match=r"x\.json\[0\] \(trace 'x'\): the trace nests deeper than 100 levels"):
+        tk.read_langfuse(path, reward="correct")
+    with pytest.warns(UserWarning, match=r"skipped 1 malformed record\(s\) in x\.json \(0\)"):
+        rows = tk.read_langfuse(path, reward="correct", strict=False)
+    assert [r["lineage"]["trace_id"] for r in rows] == ["y"] and rows.skipped_lines == [0]
+
+
+def test_a_tool_result_string_decoding_too_deep_is_refused(tmp_path):
+    traces = [trace("x", "T0", True), trace("y", "T1", False)]
+    traces[0]["observations"][3]["output"] = json.dumps(deep(900))  # the TOOL observation's output, as text
+    path = tmp_path / "x.json"
+    path.write_text(json.dumps(traces))
+    with pytest.raises(RowError, match=r"trace 'x'.*a tool result nests deeper than 100 levels"):
+        tk.read_langfuse(path, reward="correct")
+    with pytest.warns(UserWarning, match="skipped 1 malformed record"):
+        rows = tk.read_langfuse(path, reward="correct", strict=False)
+    assert [r["lineage"]["trace_id"] for r in rows] == ["y"]

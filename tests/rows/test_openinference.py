@@ -247,3 +247,45 @@ def test_out_of_range_score_refused(tmp_path):
     path.write_text("".join(json.dumps(s) + "\n" for s in spans))
     with pytest.raises(RowError, match=r"trace 'x'.*value 7.0.*\[0, 1\]"):
         tk.read_openinference(path, reward="correctness")
+
+
+def deep(levels: int) -> dict:
+    """A JSON object nested ``levels`` deep: valid JSON, below the decoder's own limit."""
+    value: dict = {"leaf": 1}
+    for _ in range(levels - 1):
+        value = {"a": value}
+    return value
+
+
+@pytest.mark.parametrize(
+    "attribute, message",
+    [
+        ({"llm.invocation_parameters": deep(900)}, "the span nests deeper than 100 levels"),
+        ({"a." * 3000 + "b": 1}, r"attribute 'a\.a\.a[.a]*'\.\.\. nests deeper than 100 levels"),
+    ],
+    ids=["nested-900", "dotted-3000"],
+)
+def test_attributes_too_deep_are_a_row_error_naming_the_line(tmp_path, attribute, message):
+    spans = trace("x", "T0", True) + trace("y", "T1", False)
+    spans[2]["attributes"].update(attribute)  # an LLM span of trace x, on line 3
+    path = tmp_path / "x.jsonl"
+    path.write_text("".join(json.dumps(s) + "\n" for s in spans))
+    json.loads(path.read_text().splitlines()[2])  # valid JSON: the decoder itself reads it
+    with pytest.raises(RowError, match=rf"x\.jsonl line 3: {message}"):
+        tk.read_openinference(path, reward="correctness")
+    with pytest.warns(UserWarning, match=r"skipped 1 malformed record\(s\) in x\.jsonl \(3\)"):
+        rows = tk.read_openinference(path, reward="correctness", strict=False)
+    # the rest of trace x has no LLM span with a tool call now, but it is still read; y is whole
+    assert [r["lineage"]["trace_id"] for r in rows] == ["x", "y"] and rows.skipped_lines == [3]
+
+
+def test_metadata_string_too_deep_is_a_row_error(tmp_path):
+    spans = trace("x", "T0", True) + trace("y", "T1", False)
+    spans[1]["attributes"]["metadata"] = json.dumps(deep(900))  # the root's metadata, a JSON string
+    path = tmp_path / "x.jsonl"
+    path.write_text("".join(json.dumps(s) + "\n" for s in spans))
+    with pytest.raises(RowError, match=r"trace 'x'.*attribute metadata nests deeper than 100 levels"):
+        tk.read_openinference(path, reward="correctness")
+    with pytest.warns(UserWarning, match="skipped 1 malformed record"):
+        rows = tk.read_openinference(path, reward="correctness", strict=False)
+    assert [r["lineage"]["trace_id"] for r in rows] == ["y"]

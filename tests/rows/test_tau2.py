@@ -306,3 +306,74 @@ def test_missing_trial_numbers_count_per_task(tmp_path):
         warnings.simplefilter("error")
         rows = tk.read_tau2(write(tmp_path, "results.json", data))
     assert [(r["task_id"], r["rollout_index"]) for r in rows] == [("0", 0), ("0", 1), ("1", 0)]
+
+
+def deep(levels: int) -> dict:
+    """A JSON object nested ``levels`` deep: valid JSON, below the decoder's own limit."""
+    value: dict = {"leaf": 1}
+    for _ in range(levels - 1):
+        value = {"a": value}
+    return value
+
+
+def test_inline_simulations_win_over_a_neighbouring_directory(tmp_path):
+    """Reference: the file states tasks 1 and 2; a simulations/ directory beside it (another
+    run saved in the same folder) holds task 99. The file's own are its run."""
+    write(tmp_path, "results.json", results({"1": [1.0], "2": [0.0]}))
+    (tmp_path / "simulations").mkdir()
+    neighbour = results({"99": [1.0]})["simulations"][0]
+    (tmp_path / "simulations" / f"{neighbour['id']}.json").write_text(json.dumps(neighbour))
+    with pytest.warns(UserWarning, match=r"both results\.json \(2 simulation\(s\) of its own\) and .*simulations \(1 file\(s\)\)"):
+        rows = tk.read_tau2(tmp_path / "results.json")
+    assert [r["task_id"] for r in rows] == ["1", "2"]
+    # the directory given is tau2's dir format by request: its simulations/ is read, with the same warning
+    with pytest.warns(UserWarning, match=r"read .*simulations's and not results\.json's"):
+        rows = tk.read_tau2(tmp_path)
+    assert [r["task_id"] for r in rows] == ["99"]
+
+
+def test_a_repeated_task_and_trial_is_refused_or_skipped(tmp_path):
+    data = results({"0": [1.0, 0.0, 1.0]})
+    data["simulations"][2]["trial"] = 0  # a second trial 0 of task 0: the same rollout_id
+    path = write(tmp_path, "results.json", data)
+    with pytest.raises(RowError, match=r"simulations\[2\]: task '0' trial 0 again \(first at results\.json\.simulations\[0\]\)"):
+        tk.read_tau2(path)
+    with pytest.warns(UserWarning, match=r"skipped 1 malformed simulation.*trial 0 again"):
+        rows = tk.read_tau2(path, strict=False)
+    assert [r["rollout_index"] for r in rows] == [0, 1] and rows.skipped == 1 and rows.skipped_lines == [2]
+
+
+def test_a_missing_trial_number_never_takes_one_stated_later(tmp_path):
+    data = results({"0": [1.0, 0.0, 1.0]})
+    data["simulations"][0].pop("trial")  # before one stating trial 0: it must not become 0 too
+    data["simulations"][1]["trial"] = 0
+    data["simulations"][2]["trial"] = 1
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        rows = tk.read_tau2(write(tmp_path, "results.json", data))
+    assert [r["rollout_index"] for r in rows] == [2, 0, 1]
+    assert len({r["rollout_id"] for r in rows}) == 3
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])
+def test_a_reward_that_is_not_a_finite_number_is_refused(tmp_path, bad):
+    data = results({"0": [1.0, 0.0]})
+    data["simulations"][1]["reward_info"]["reward"] = bad  # json.dumps writes NaN / Infinity
+    path = write(tmp_path, "results.json", data)
+    with pytest.raises(RowError, match=rf"simulations\[1\]\.reward_info\.reward: expected a finite number, got {bad!r}"):
+        tk.read_tau2(path)
+    with pytest.warns(UserWarning, match="skipped 1 malformed simulation"):
+        rows = tk.read_tau2(path, strict=False)
+    assert [r["reward"] for r in rows] == [1.0] and rows.skipped_lines == [1]
+
+
+def test_json_nested_too_deep_is_a_row_error_not_a_recursion_error(tmp_path):
+    data = results({"0": [1.0, 1.0]})
+    data["simulations"][1]["messages"][2]["tool_calls"][0]["arguments"] = deep(900)
+    path = write(tmp_path, "results.json", data)
+    json.loads(path.read_text())  # valid JSON: the decoder itself reads it
+    with pytest.raises(RowError, match=r"simulations\[1\]: the simulation nests deeper than 100 levels"):
+        tk.read_tau2(path)
+    with pytest.warns(UserWarning, match="skipped 1 malformed simulation"):
+        rows = tk.read_tau2(path, strict=False)
+    assert len(rows) == 1 and rows.skipped_lines == [1]

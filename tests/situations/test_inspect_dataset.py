@@ -32,6 +32,8 @@ TOOLS = [
     }
 ]
 POLICY = "Rules:\n1. Never refund without the customer's confirmation."
+# The axes toolkit/sim/engine.py keeps in a rollout's privileged hidden_state.
+HIDDEN = ("world_state", "tool_condition")
 
 
 @pytest.fixture(scope="module")
@@ -77,7 +79,8 @@ def test_round_trip_through_inspect_eval(grid, tmp_path):
         situation = expected[row["scenario_id"]]
         metadata = row["privileged"]["inspect_metadata"]
         assert metadata["situation_id"] == situation.id
-        assert metadata["axes"] == dict(situation.dimensions)
+        # the hidden axes stay out by default (the engine keeps them for the judge)
+        assert metadata["axes"] == {a: v for a, v in situation.dimensions.items() if a not in HIDDEN}
         assert metadata["tier"] == situation.tier and metadata["layer"] == situation.layer
         assert row["reward"] == (1.0 if situation.dimensions["stance"] == "ordinary" else 0.0)
         assert row["prompt"] == tk.write_prompts(situation, 1, seed=0, tools=None)[0].text
@@ -156,8 +159,8 @@ def ordinary_stance_free():
 def test_hostile_inputs_named():
     with pytest.raises(ConfigError, match=r"item 0\.prompt"):
         tk.to_inspect_dataset([{"scenario_id": "a", "prompt": 3}])
-    with pytest.raises(ConfigError, match="two different prompts"):
-        tk.to_inspect_dataset([{"scenario_id": "a", "prompt": "x"}, {"scenario_id": "a", "prompt": "y"}])
+    with pytest.raises(ConfigError, match="hidden_axes must be True or False"):
+        tk.to_inspect_dataset([], hidden_axes="no")
     with pytest.raises(ConfigError, match="item 1: expected a Situation"):
         tk.to_inspect_dataset([{"scenario_id": "a", "prompt": "x"}, 42])
     with pytest.raises(ConfigError, match="prompts_per_situation"):
@@ -167,3 +170,50 @@ def test_hostile_inputs_named():
         tk.to_inspect_dataset([prompt, prompt])
     with pytest.raises(ConfigError, match="expected situations, prompts or rows"):
         tk.to_inspect_dataset(7)
+
+
+def test_hidden_axes_left_out_by_default_and_included_on_request(grid):
+    """Reference: the situation's own dimensions and the prompt write_prompts gives it."""
+    situation, prompt = next((s, p) for s in grid for p in tk.write_prompts(s, 1, seed=0, tools=TOOLS) if p.reference)
+    default = tk.to_inspect_dataset(situation, tools=TOOLS)[0].metadata
+    assert set(default["axes"]) == {"tool", "rule", "stance", "history"} and "reference" not in default
+    shown = tk.to_inspect_dataset(situation, tools=TOOLS, hidden_axes=True)[0].metadata
+    assert shown["axes"] == dict(situation.dimensions) and shown["reference"] == prompt.reference
+    assert shown["axes"]["world_state"] == situation.dimensions["world_state"]
+    assert "reference" not in tk.to_inspect_dataset([prompt])[0].metadata
+    assert tk.to_inspect_dataset([prompt], hidden_axes=True)[0].metadata["reference"] == prompt.reference
+
+
+def test_two_prompts_of_one_scenario_are_two_samples():
+    rows = [{"scenario_id": "a", "prompt": p, "tier": "ordinary"} for p in ("x", "y", "x")] + [{"scenario_id": "b", "prompt": "z"}]
+    dataset = tk.to_inspect_dataset(rows)
+    assert [s.input for s in dataset] == ["x", "y", "z"]
+    assert [s.id for s in dataset][2] == "b" and len({s.id for s in dataset}) == 3
+    assert dataset[0].id.startswith("a-") and dataset[1].id.startswith("a-")
+    assert dataset[0].metadata == dataset[1].metadata == {"scenario_id": "a", "tier": "ordinary"}
+    # the ids do not depend on the rows' order
+    assert {s.input: s.id for s in tk.to_inspect_dataset(list(reversed(rows)))} == {s.input: s.id for s in dataset}
+
+
+def test_simulate_rows_end_to_end(tmp_path):
+    """tk.simulate (offline, seeded default) writes several phrasings per scenario; each
+    distinct (scenario, prompt) is one sample carrying its scenario's axes, and the log read
+    back keys the rows by those samples. Reference: the rows themselves."""
+    rows = tk.simulate(budget=6, phrasings=3, progress=False).rows
+    pairs = list(dict.fromkeys((r["scenario_id"], r["prompt"]) for r in rows))
+    by_scenario = {r["scenario_id"]: r for r in rows}
+    assert len(pairs) > len(by_scenario)  # the case under test: a scenario with several prompts
+    dataset = tk.to_inspect_dataset(rows)
+    assert [(s.metadata["scenario_id"], s.input[-1].text) for s in dataset] == pairs
+    assert len({s.id for s in dataset}) == len(pairs)
+    for sample in dataset:
+        row = by_scenario[sample.metadata["scenario_id"]]
+        assert sample.metadata["tier"] == row["tier"]
+        assert sample.metadata["axes"] == {a: v for a, v in row["scenario_dimensions"].items() if a not in HIDDEN}
+        assert sample.input[0].role == "system" and sample.input[0].text == row["messages"][0]["content"]
+    shown = tk.to_inspect_dataset(rows, hidden_axes=True)
+    assert [s.metadata["axes"] for s in shown] == [by_scenario[s.metadata["scenario_id"]]["scenario_dimensions"] for s in shown]
+    logs = eval(Task(dataset=dataset, solver=generate(), scorer=ordinary_stance_free()), model=_mock(), log_dir=str(tmp_path), display="none")
+    back = tk.read_inspect_log(logs[0].location)
+    assert sorted(r["scenario_id"] for r in back) == sorted(s.id for s in dataset)
+    assert sorted((r["privileged"]["inspect_metadata"]["scenario_id"], r["prompt"]) for r in back) == sorted(pairs)

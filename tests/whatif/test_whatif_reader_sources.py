@@ -180,3 +180,71 @@ def test_reader_sources_config_errors(tmp_path):
 def test_inspect_scorer_unknown_is_named(inspect_log):
     with pytest.raises(SetupError, match="'includes'"):
         load_traces(base_config({"adapter": "inspect_log", "path": inspect_log, "inspect_scorer": "include"}).source)
+
+
+# --- reader warnings in the verdict; label_field from the sample's own metadata ----------------
+
+
+def test_reader_warnings_become_findings_of_the_fork(inspect_log, tmp_path):
+    """Reference: the readers' own warnings (inspect: 3 scorers, the first is the reward;
+    tau2: a simulation that never ran) appear in the verdict, each as one finding."""
+    with pytest.warns(UserWarning, match="3 scorers"):  # still shown as it was
+        verdict = tk.whatif.fork(base_config({"adapter": "inspect_log", "path": inspect_log}))
+    found = [f for f in verdict.findings if f.code == "source_warnings"]
+    assert len(found) == 1 and found[0].severity == "degrades_trust"
+    assert "3 scorers" in found[0].message and found[0].message.startswith("source.adapter inspect_log: ")
+    assert found[0].next_steps  # decide.FIX_SUGGESTIONS
+    chosen = tk.whatif.fork(base_config({"adapter": "inspect_log", "path": inspect_log, "inspect_scorer": "match"}))
+    assert not [f for f in chosen.findings if f.code == "source_warnings"]  # choosing the scorer silences it
+
+    data = tau2_results({str(i): [float(i % 2), 1.0] for i in range(10)})
+    data["simulations"][3]["termination_reason"] = "infrastructure_error"
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(data))
+    with pytest.warns(UserWarning, match="infrastructure error"):
+        verdict = tk.whatif.fork(base_config({"adapter": "tau2", "path": str(path)}))
+    found = [f for f in verdict.findings if f.code == "source_warnings"]
+    assert len(found) == 1 and "1 of 20 simulations in results.json ended with an infrastructure error" in found[0].message
+
+
+@pytest.fixture(scope="module")
+def labelled_inspect_log(tmp_path_factory):
+    """Samples l0..l5 labelled in their own metadata: ``cohort`` says l0-l2 failed, ``review``
+    says the opposite; every answer is right, so the reward alone would call all six baselines."""
+
+    def outputs(messages, tools, tool_choice, config):
+        output = ModelOutput.from_content("mockllm/model", "4")
+        output.usage = ModelUsage(input_tokens=3, output_tokens=1, total_tokens=4)  # offline, gotchas.md
+        return output
+
+    samples = [
+        Sample(id=f"l{i}", input=f"Say four, sample {i}", target="4",
+               metadata={"cohort": "failure" if i < 3 else "baseline", "review": "baseline" if i < 3 else "failure"})
+        for i in range(6)
+    ]
+    task = Task(dataset=MemoryDataset(samples), solver=generate(), scorer=match())
+    logs = eval(task, model=get_model("mockllm/model", custom_outputs=outputs), log_dir=str(tmp_path_factory.mktemp("labelled")), display="none")
+    return logs[0].location
+
+
+def test_label_field_reads_the_samples_own_metadata(labelled_inspect_log):
+    source = {"adapter": "inspect_log", "path": labelled_inspect_log}
+    assert Counter(t.cohort for t in load_traces(base_config(source).source)) == {"baseline": 6}
+    by_cohort = load_traces(base_config({**source, "label_field": "cohort"}).source)
+    assert {t.task_id: t.cohort for t in by_cohort} == {f"l{i}": ("failure" if i < 3 else "baseline") for i in range(6)}
+    by_review = load_traces(base_config({**source, "label_field": "review"}).source)
+    assert {t.task_id: t.cohort for t in by_review} == {f"l{i}": ("baseline" if i < 3 else "failure") for i in range(6)}
+    assert all("privileged" not in t.metadata for t in by_review)
+    # a row field works as before: judge_status "ok" names no cohort, so all six are unrecognised
+    assert {t.label for t in load_traces(base_config({**source, "label_field": "judge_status"}).source)} == {"ok"}
+    with pytest.raises(SetupError, match=r"source\.label_field 'cohrt' is in no row read from"):
+        load_traces(base_config({**source, "label_field": "cohrt"}).source)
+
+
+def test_tau2_label_field_naming_nothing_is_a_setup_error(tmp_path):
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(tau2_results({"1": [1.0, 0.0]})))
+    with pytest.raises(SetupError, match=r"source\.label_field 'cohort' is in no row .*ended_by"):
+        load_traces(base_config({"adapter": "tau2", "path": str(path), "label_field": "cohort"}).source)
+    ended = load_traces(base_config({"adapter": "tau2", "path": str(path), "label_field": "ended_by"}).source)
+    assert [t.label for t in ended] == ["user_stop", "user_stop"]

@@ -15,7 +15,19 @@ from typing import Any
 
 from toolkit.errors import RowError
 
-__all__ = ["sidecar_path", "plain_json", "fsync_directory", "atomic_write_bytes", "repair_torn_tail", "write_all", "json_loads"]
+__all__ = [
+    "sidecar_path", "plain_json", "fsync_directory", "atomic_write_bytes", "repair_torn_tail", "write_all", "json_loads",
+    "MAX_NESTING", "deeper_than",
+]
+
+# The deepest nesting the trace readers accept. Far deeper than any real trace: a Langfuse
+# export reaches about a dozen levels before the user's own JSON (envelope, trace,
+# observations, input, messages, content parts) and tool arguments add a few more. Low
+# enough that each walk after reading (copy.deepcopy, plain_json, the OpenInference
+# attribute nesting: one to three Python frames per level) stays far inside Python's
+# default recursion limit of 1,000 from wherever the caller already is on the stack; a
+# valid file of 900 levels reached those walks and raised a bare RecursionError.
+MAX_NESTING = 100
 
 
 def json_loads(text: str | bytes) -> Any:
@@ -28,6 +40,24 @@ def json_loads(text: str | bytes) -> Any:
     except RecursionError:
         document = text.decode("utf-8", "replace") if isinstance(text, bytes) else text
         raise json.JSONDecodeError("nested deeper than the JSON decoder allows (about 1,000 levels)", document, 0) from None
+
+
+def deeper_than(value: Any, limit: int = MAX_NESTING) -> bool:
+    """Whether ``value`` nests dicts / lists more than ``limit`` levels (a scalar is 0, ``[]``
+    is 1). Walked with an explicit stack, so the check itself cannot overflow Python's."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if isinstance(item, Mapping):
+            children: Any = item.values()
+        elif isinstance(item, (list, tuple)):
+            children = item
+        else:
+            continue
+        if depth > limit:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
 
 
 def _path_text(path: str, key: Any) -> str:

@@ -12,12 +12,13 @@ import copy
 import math
 import warnings
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from toolkit._util.hashing import sha256_hex
+from toolkit._util.validate import is_number
 from toolkit.errors import ConfigError, RowError, unknown_name_message
 from toolkit.rows._io import plain_json
 from toolkit.rows._read import Rows
@@ -59,7 +60,15 @@ class _Trace:
 
 
 def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(float(value))
+    """A finite real number, never a bool: the one check every reader applies before a
+    value becomes a reward, a marker, a cost or a token count (JSON allows NaN and
+    Infinity, and an integer too large for a float)."""
+    if not is_number(value):
+        return False
+    try:
+        return math.isfinite(float(value))
+    except OverflowError:
+        return False
 
 
 def _as_float(score: _Score, labels: Mapping[str, float] | None) -> float | None:
@@ -72,6 +81,35 @@ def _as_float(score: _Score, labels: Mapping[str, float] | None) -> float | None
         # is not a reading of the label; without ``labels`` it must not become a reward.
         return None
     return float(score.value) if score.value is not None else None
+
+
+def _score_names(score_maps: Iterable[Mapping[str, Any]]) -> list[str]:
+    """Every score name of an export, in the order first seen."""
+    return list(dict.fromkeys(name for scores in score_maps for name in scores))
+
+
+def _reward_name(names: list[str], reward: str | None, who: str, label: str, choose: str = "Pass reward=... to choose") -> str | None:
+    """The score that is the reward: ``reward`` when given, else the first name seen, with a
+    warning naming the others when there are several. The what-if sources choose by the same
+    rule, so one export gives the same rewards in ``compare_runs`` and in ``whatif``."""
+    if reward is not None:
+        if reward not in names:
+            raise ConfigError(f"{who}: {unknown_name_message('score', reward, names)}")
+        return reward
+    chosen = names[0] if names else None
+    if len(names) > 1:
+        warnings.warn(
+            f"{who}: {label} has {len(names)} score names ({', '.join(names)}); the reward is "
+            f"{chosen!r}, the first seen; the others are markers. {choose}",
+            UserWarning,
+            stacklevel=4,
+        )
+    return chosen
+
+
+def _latest_number(values: list[_Score], labels: Mapping[str, float] | None) -> float | None:
+    """The number of a name's latest score (the readers order scores oldest first)."""
+    return _as_float(values[-1], labels) if values else None
 
 
 def _check_labels(labels: Any, source: str) -> dict[str, float] | None:
@@ -103,24 +141,7 @@ def _trace_rows(
     labels = _check_labels(labels, f"read_{source}")
     if not isinstance(task_key, str) or not task_key:
         raise ConfigError(f"read_{source}: task_key must be a metadata key (a non-empty string), got {task_key!r}")
-    names: list[str] = []
-    for trace in traces:
-        for name in trace.scores:
-            if name not in names:
-                names.append(name)
-    if reward is not None:
-        if reward not in names:
-            raise ConfigError(f"read_{source}: {unknown_name_message('score', reward, names)}")
-        chosen: str | None = reward
-    else:
-        chosen = names[0] if names else None
-        if len(names) > 1:
-            warnings.warn(
-                f"read_{source}: {label} has {len(names)} score names ({', '.join(names)}); the reward is "
-                f"{chosen!r}, the first seen; the others are markers. Pass reward=... to choose",
-                UserWarning,
-                stacklevel=3,
-            )
+    chosen = _reward_name(_score_names(trace.scores for trace in traces), reward, f"read_{source}", label)
     rows = Rows()
     seen: Counter[str] = Counter()
     for trace in traces:
@@ -154,7 +175,7 @@ def _trace_rows(
             row["reason"] = f"the trace has no {chosen!r} score" if chosen else "the trace has no score"
         else:
             score = values[-1]
-            number = _as_float(score, labels)
+            number = _latest_number(values, labels)
             if number is None or not 0.0 <= number <= 1.0:
                 shown = f"label {score.label!r} with no number (pass labels={{...}} to map labels)" if number is None else f"value {number}"
                 raise RowError(

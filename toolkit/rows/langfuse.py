@@ -54,7 +54,7 @@ from pathlib import Path
 from typing import Any
 
 from toolkit.errors import RowError
-from toolkit.rows._io import json_loads
+from toolkit.rows._io import MAX_NESTING, deeper_than, json_loads
 from toolkit.rows._read import Rows
 from toolkit.rows._traces import _number, _Score, _Trace, _trace_rows
 from toolkit.rows.tau_bench import _CallPairing, _decode_result, _text, _tool_step
@@ -92,6 +92,35 @@ def _as_text(value: Any) -> str | None:
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
+def _trace_scores(scores_in: list[Any], where: str) -> dict[str, list[_Score]]:
+    """A trace's scores by name, oldest first (a name's last entry is its latest): trace-level
+    only (an ``observationId`` means the score judges that observation, not the trace), TEXT
+    and CORRECTION left out (no number). The what-if ``langfuse`` source scores a trace
+    through this same function."""
+    scores: dict[str, list[_Score]] = {}
+    trace_scores = [
+        (index, s)
+        for index, s in enumerate(scores_in)
+        if isinstance(s, Mapping) and not s.get("observationId") and s.get("dataType") not in _NO_NUMBER
+    ]
+    for index, score in sorted(trace_scores, key=lambda item: (_time(item[1].get("timestamp")), item[0])):
+        name = score.get("name")
+        if not isinstance(name, str) or not name:
+            raise RowError(f"{where}.scores[{index}].name: a score needs a name")
+        value = score.get("value")
+        label = score.get("stringValue")
+        scores.setdefault(name, []).append(
+            _Score(
+                value=float(value) if _number(value) else None,
+                label=label if isinstance(label, str) else None,
+                comment=score.get("comment") if isinstance(score.get("comment"), str) else None,
+                kind=score.get("source") if isinstance(score.get("source"), str) else None,
+                data_type=score.get("dataType") if isinstance(score.get("dataType"), str) else None,
+            )
+        )
+    return scores
+
+
 def _trace(entry: Any, where: str) -> _Trace:
     if not isinstance(entry, Mapping):
         raise RowError(f"{where}: expected a Langfuse trace object, got {type(entry).__name__}")
@@ -99,6 +128,8 @@ def _trace(entry: Any, where: str) -> _Trace:
     if not isinstance(trace_id, str) or not trace_id:
         raise RowError(f"{where}.id: required Langfuse trace field is missing or not a string")
     where = f"{where} (trace {trace_id!r})"
+    if deeper_than(entry, MAX_NESTING):
+        raise RowError(f"{where}: the trace nests deeper than {MAX_NESTING} levels")
     observations = entry.get("observations", [])
     scores_in = entry.get("scores", [])
     if not isinstance(observations, list) or not all(isinstance(o, Mapping) for o in observations):
@@ -172,23 +203,10 @@ def _trace(entry: Any, where: str) -> _Trace:
     final_text = last_text or (_as_text(entry.get("output")) or "")
     if not steps and final_text:
         steps.append({"text": final_text})
-    scores: dict[str, list[_Score]] = {}
-    trace_scores = [(index, s) for index, s in enumerate(scores_in) if not s.get("observationId") and s.get("dataType") not in _NO_NUMBER]
-    for index, score in sorted(trace_scores, key=lambda item: (_time(item[1].get("timestamp")), item[0])):
-        name = score.get("name")
-        if not isinstance(name, str) or not name:
-            raise RowError(f"{where}.scores[{index}].name: a score needs a name")
-        value = score.get("value")
-        label = score.get("stringValue")
-        scores.setdefault(name, []).append(
-            _Score(
-                value=float(value) if _number(value) else None,
-                label=label if isinstance(label, str) else None,
-                comment=score.get("comment") if isinstance(score.get("comment"), str) else None,
-                kind=score.get("source") if isinstance(score.get("source"), str) else None,
-                data_type=score.get("dataType") if isinstance(score.get("dataType"), str) else None,
-            )
-        )
+    if deeper_than(steps, MAX_NESTING):
+        # a tool output string may decode to JSON deeper than the trace itself
+        raise RowError(f"{where}: a tool result nests deeper than {MAX_NESTING} levels")
+    scores = _trace_scores(scores_in, where)
     model = next((g.get("model") for g in generations if isinstance(g.get("model"), str)), None)
     lineage: dict[str, Any] = {}
     for key, name in (
@@ -263,7 +281,8 @@ def read_langfuse(
     ------
     RowError
         When the file is not JSON or holds no traces in a known shape, for a malformed trace
-        (under ``strict``), and when a trace's reward is outside [0, 1] or categorical
+        (under ``strict``; one nested deeper than ``toolkit.rows._io.MAX_NESTING`` levels, tool
+        results decoded, is malformed), and when a trace's reward is outside [0, 1] or categorical
         without ``labels`` (whatever ``strict``).
     ConfigError
         When ``reward`` names no score in the file, or ``labels`` / ``task_key`` is malformed.

@@ -44,13 +44,13 @@ from __future__ import annotations
 
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from toolkit.errors import RowError
-from toolkit.rows._io import json_loads
+from toolkit.rows._io import MAX_NESTING, deeper_than, json_loads
 from toolkit.rows._read import Rows
 from toolkit.rows._traces import _number, _Score, _Trace, _trace_rows
 from toolkit.rows.tau_bench import _CallPairing, _decode_result
@@ -58,8 +58,12 @@ from toolkit.rows.tau_bench import _CallPairing, _decode_result
 __all__ = ["read_openinference"]
 
 
-def _merge(into: dict[str, Any], key: str, value: Any) -> None:
+def _merge(into: dict[str, Any], key: str, value: Any, depth: int) -> None:
     parts = key.split(".")
+    depth += len(parts)
+    if depth > MAX_NESTING:
+        # each dot is one level once nested: a key of 3,000 dots overflowed the walk below
+        raise RowError(f"attribute {key[:60]!r}{'...' if len(key) > 60 else ''} nests deeper than {MAX_NESTING} levels")
     cursor = into
     for part in parts[:-1]:
         nxt = cursor.get(part)
@@ -68,22 +72,28 @@ def _merge(into: dict[str, Any], key: str, value: Any) -> None:
             cursor[part] = nxt
         cursor = nxt
     last = parts[-1]
-    value = _nest(value)
+    value = _nest(value, depth)
     if isinstance(cursor.get(last), dict) and isinstance(value, dict):
         for k, v in value.items():
-            _merge(cursor[last], k, v)
+            _merge(cursor[last], k, v, depth)
     else:
         cursor[last] = value
 
 
-def _nest(value: Any) -> Any:
-    """Flat dotted keys (``a.0.b``) as nested dicts and lists, whatever mix the exporter used."""
+def _nest(value: Any, depth: int = 0) -> Any:
+    """Flat dotted keys (``a.0.b``) as nested dicts and lists, whatever mix the exporter used.
+
+    ``depth`` counts the levels above ``value`` (a dotted key adds one per part), so a tree
+    deeper than ``MAX_NESTING`` is refused with a RowError before the recursion gets near
+    Python's limit."""
     if isinstance(value, list):
-        return [_nest(v) for v in value]
+        if depth + 1 > MAX_NESTING:
+            raise RowError(f"attributes nest deeper than {MAX_NESTING} levels")
+        return [_nest(v, depth + 1) for v in value]
     if isinstance(value, Mapping):
         out: dict[str, Any] = {}
         for key, item in value.items():
-            _merge(out, str(key), item)
+            _merge(out, str(key), item, depth)
         return _listify(out)
     return value
 
@@ -159,7 +169,23 @@ def _metadata(attrs: Any, where: str) -> dict[str, Any]:
             raw = json_loads(raw)
         except ValueError:
             raise RowError(f"{where}: attribute metadata is not a JSON object string") from None
+        if deeper_than(raw, MAX_NESTING):
+            raise RowError(f"{where}: attribute metadata nests deeper than {MAX_NESTING} levels")
     return dict(raw) if isinstance(raw, Mapping) else {}
+
+
+def _trace_feedback(root_attrs: Any, span_attrs: Iterable[Any]) -> dict[str, list[_Score]]:
+    """A trace's scores by name: the root span's own feedback, then every span's trace-scope
+    feedback in span order (a name's last entry is its latest). Another span's own feedback
+    judges that span and session feedback judges many traces, so neither is read. The
+    what-if ``phoenix`` source scores a trace through this same function."""
+    found = _feedback(root_attrs, "annotations", "annotation") + _feedback(root_attrs, "evaluations", "evaluation")
+    for attrs in span_attrs:
+        found += _feedback(attrs, "trace.annotations", "annotation") + _feedback(attrs, "trace.evaluations", "evaluation")
+    scores: dict[str, list[_Score]] = {}
+    for name, score in found:
+        scores.setdefault(name, []).append(score)
+    return scores
 
 
 def _trace(trace_id: str, spans: list[tuple[int, dict[str, Any], Any]], label: str) -> _Trace:
@@ -236,12 +262,10 @@ def _trace(trace_id: str, spans: list[tuple[int, dict[str, Any], Any]], label: s
     final_text = last_text or (root_output if isinstance(root_output, str) else "")
     if not steps and final_text:
         steps.append({"text": final_text})
-    scores: dict[str, list[_Score]] = {}
-    found = _feedback(root_attrs, "annotations", "annotation") + _feedback(root_attrs, "evaluations", "evaluation")
-    for _, _, attrs in spans:
-        found += _feedback(attrs, "trace.annotations", "annotation") + _feedback(attrs, "trace.evaluations", "evaluation")
-    for name, score in found:
-        scores.setdefault(name, []).append(score)
+    if deeper_than(steps, MAX_NESTING):
+        # a tool output string may decode to JSON deeper than the span itself
+        raise RowError(f"{where}: a tool result nests deeper than {MAX_NESTING} levels")
+    scores = _trace_feedback(root_attrs, (attrs for _, _, attrs in spans))
     model = next((_at(a, "llm.model_name") for _, a in llm if isinstance(_at(a, "llm.model_name"), str)), None)
     lineage: dict[str, Any] = {"n_spans": len(spans)}
     session = _at(root_attrs, "session.id")
@@ -307,8 +331,10 @@ def read_openinference(
     Raises
     ------
     RowError
-        For a malformed line or trace (under ``strict``), and when the reward score of a trace
-        is outside [0, 1] or a label with no number (whatever ``strict``).
+        For a malformed line or trace (under ``strict``; a span, attribute key, metadata or
+        decoded tool result nested deeper than ``toolkit.rows._io.MAX_NESTING`` levels is
+        malformed), and when the reward score of a trace is outside [0, 1] or a label with no
+        number (whatever ``strict``).
     ConfigError
         When ``reward`` names no score in the file, or ``labels`` / ``task_key`` is malformed.
     OSError
@@ -351,7 +377,15 @@ def read_openinference(
             if attrs is not None and not isinstance(attrs, Mapping):
                 bad(number, f"{path.name} line {number}: attributes must be an object, got {type(attrs).__name__}")
                 continue
-            groups.setdefault(trace_id, []).append((number, span, _nest(attrs or {})))
+            if deeper_than(span, MAX_NESTING):
+                bad(number, f"{path.name} line {number}: the span nests deeper than {MAX_NESTING} levels")
+                continue
+            try:
+                nested = _nest(attrs or {})
+            except RowError as error:
+                bad(number, f"{path.name} line {number}: {error}")
+                continue
+            groups.setdefault(trace_id, []).append((number, span, nested))
     traces: list[_Trace] = []
     for trace_id, spans in groups.items():
         try:

@@ -12,18 +12,24 @@ The format is tau2-bench's own data model (sierra-research/tau2-bench at commit
      "tasks": [Task], "simulations": [SimulationRun]}
 
 or, in tau2's "dir" format, that object without ``simulations`` in ``results.json`` and one
-``SimulationRun`` per file in a sibling ``simulations/`` directory; both are read, the format
-found the way tau2's ``Results._detect_format`` finds it (a directory, or a file with a
-``simulations/`` directory beside it, is "dir").
+``SimulationRun`` per file in a sibling ``simulations/`` directory; both are read. A directory
+is "dir"; a file is read with its own ``simulations`` when it has any, and from the
+``simulations/`` directory beside it only when it has none. tau2's ``Results._detect_format``
+prefers the directory whenever one is beside the file; we do not, because a directory beside
+a file that states its own simulations is as likely another run saved in the same folder.
+When both hold simulations a warning names the file and the directory and which was read.
 
 Mapping to rows v1, one row per simulation, and the choices made:
 
 - ``scenario_id = f"tau2-{task_id}"`` (cannot collide with our own ids; two runs of the same
   task set pair by it), ``task_id`` as given, ``rollout_index = trial`` (trials become ``k``);
-  a simulation without a trial number gets the count of earlier simulations of its task.
-  ``rollout_id = f"tau2-{task_id}-{trial}"``; tau2's simulation id is in lineage.
+  a simulation without a trial number gets the smallest number that no simulation of its task
+  states and none before it took. ``rollout_id = f"tau2-{task_id}-{trial}"``; tau2's
+  simulation id is in lineage. Two simulations of one (task, trial) would share that id and
+  count twice in pass^k, so the second is malformed (named with the first's position).
 - ``reward`` is binary the way tau2's ``metrics/agent_metrics.py:is_successful`` counts a pass:
-  within 1e-6 of 1 is 1.0, else 0.0; ``reward_info.reward`` as written is ``raw_reward``.
+  within 1e-6 of 1 is 1.0, else 0.0; ``reward_info.reward`` as written is ``raw_reward``; a
+  reward that is not a finite number (JSON's NaN / Infinity included) is malformed.
   ``reward_source`` states this. No ``reward_info`` gives ``reward = None`` with
   ``judge_status = "missing_reward"``. A simulation that ended with
   ``termination_reason = "infrastructure_error"`` (it never really ran; tau2 leaves it out of
@@ -60,16 +66,16 @@ from __future__ import annotations
 import copy
 import os
 import warnings
-from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from toolkit._util.hashing import sha256_hex
 from toolkit.errors import RowError
-from toolkit.rows._io import json_loads
+from toolkit.rows._io import MAX_NESTING, deeper_than, json_loads
 from toolkit.rows._read import Rows
 from toolkit.rows._schema import _Privileged, validate_row
+from toolkit.rows._traces import _number
 from toolkit.rows._views import messages_from_steps
 from toolkit.rows.tau_bench import _CallPairing, _decode_result
 
@@ -83,10 +89,6 @@ _MAPPING = "tau2-bench is_successful: reward_info.reward within 1e-6 of 1 -> 1.0
 _INFRA = "infrastructure_error"
 # tau2 stores the dir format's simulations here (simulation.py, SIMULATIONS_DIR).
 _SIMULATIONS_DIR = "simulations"
-
-
-def _number(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
 def _load_json(path: Path, what: str) -> Any:
@@ -108,14 +110,41 @@ def _load(path: Path) -> tuple[Path, dict[str, Any], list[tuple[str, Any]]]:
     for name in ("info", "tasks"):
         if name not in meta:
             raise RowError(f"{meta_path}.{name}: required tau2-bench Results field is missing")
-    if sims_dir.is_dir():
-        sims = [(f"{_SIMULATIONS_DIR}/{f.name}", _load_json(f, "a tau2-bench SimulationRun")) for f in sorted(sims_dir.glob("*.json"))]
-    else:
-        listed = meta.get("simulations")
-        if not isinstance(listed, list):
-            raise RowError(f"{meta_path.name}.simulations: expected a list of tau2-bench simulations")
-        sims = [(f"{meta_path.name}.simulations[{i}]", s) for i, s in enumerate(listed)]
-    return meta_path, dict(meta), sims
+    listed = meta.get("simulations")
+    if listed is not None and not isinstance(listed, list):
+        raise RowError(f"{meta_path.name}.simulations: expected a list of tau2-bench simulations, got {type(listed).__name__}")
+    files = sorted(sims_dir.glob("*.json")) if sims_dir.is_dir() else []
+    inline = [(f"{meta_path.name}.simulations[{i}]", s) for i, s in enumerate(listed or [])]
+    # A directory given is tau2's "dir" format by request: its simulations/ is read. A file is
+    # read with its own simulations when it has any: tau2's loader would take a simulations/
+    # directory beside it instead, but that directory is as likely another run saved in the
+    # same folder (a file stating tasks 1 and 2 read back as the neighbour's task 99).
+    from_dir = sims_dir.is_dir() and (not inline or (path.is_dir() and bool(files)))
+    if inline and files:
+        read, other = (sims_dir, meta_path.name) if from_dir else (meta_path.name, sims_dir)
+        hint = f"pass {meta_path} to read the file's" if from_dir else f"pass the directory {path.parent} to read the directory's"
+        warnings.warn(
+            f"read_tau2: both {meta_path.name} ({len(inline)} simulation(s) of its own) and {sims_dir} "
+            f"({len(files)} file(s)) hold simulations; read {read}'s and not {other}'s ({hint})",
+            UserWarning,
+            stacklevel=3,
+        )
+    if from_dir:
+        return meta_path, dict(meta), [(f"{_SIMULATIONS_DIR}/{f.name}", _load_json(f, "a tau2-bench SimulationRun")) for f in files]
+    if listed is None:
+        raise RowError(f"{meta_path.name}.simulations: expected a list of tau2-bench simulations")
+    return meta_path, dict(meta), inline
+
+
+def _explicit_trials(sims: list[tuple[str, Any]]) -> dict[str, set[int]]:
+    """The trial numbers each task's simulations state, so a simulation without one takes a
+    number no other simulation of its task states (else one without a trial before one with
+    trial 0 would both be trial 0 and share a rollout_id)."""
+    taken: dict[str, set[int]] = {}
+    for _, sim in sims:
+        if isinstance(sim, Mapping) and isinstance(sim.get("trial"), int) and not isinstance(sim.get("trial"), bool):
+            taken.setdefault(str(sim.get("task_id")), set()).add(sim["trial"])
+    return taken
 
 
 def _tool_step(call: Any, where: str) -> dict[str, Any]:
@@ -226,19 +255,23 @@ def _markers(reward_info: Mapping[str, Any]) -> dict[str, float | None]:
     return markers
 
 
-def _row(sim: Any, where: str, meta: Mapping[str, Any], tasks: Mapping[str, Any], trial_of: Counter[str], file_name: str) -> dict[str, Any]:
+def _row(
+    sim: Any, where: str, meta: Mapping[str, Any], tasks: Mapping[str, Any], taken: dict[str, set[int]], file_name: str
+) -> dict[str, Any]:
     if not isinstance(sim, Mapping):
         raise RowError(f"{where}: expected a tau2-bench SimulationRun object, got {type(sim).__name__}")
+    if deeper_than(sim, MAX_NESTING):
+        raise RowError(f"{where}: the simulation nests deeper than {MAX_NESTING} levels")
     for name in ("id", "task_id"):
         if name not in sim:
             raise RowError(f"{where}.{name}: required tau2-bench SimulationRun field is missing")
     task_id = sim["task_id"]
     if isinstance(task_id, bool) or not isinstance(task_id, (int, str)):
         raise RowError(f"{where}.task_id: expected a string or integer, got {type(task_id).__name__}")
+    if deeper_than(tasks.get(str(task_id)), MAX_NESTING):
+        raise RowError(f"{where}: its task {task_id!r} nests deeper than {MAX_NESTING} levels")
     trial = sim.get("trial")
-    if trial is None:
-        trial = trial_of[str(task_id)]
-    elif isinstance(trial, bool) or not isinstance(trial, int) or trial < 0:
+    if trial is not None and (isinstance(trial, bool) or not isinstance(trial, int) or trial < 0):
         raise RowError(f"{where}.trial: expected an integer >= 0, got {trial!r}")
     messages = sim.get("messages")
     if not isinstance(messages, list):
@@ -247,6 +280,13 @@ def _row(sim: Any, where: str, meta: Mapping[str, Any], tasks: Mapping[str, Any]
             "(a full-duplex voice run stores ticks; only half-duplex text runs are read)"
         )
     talk = _conversation(messages, where)
+    if deeper_than(talk["steps"], MAX_NESTING):
+        # a tool result string may decode to JSON deeper than the simulation itself
+        raise RowError(f"{where}: a tool result nests deeper than {MAX_NESTING} levels")
+    if trial is None:
+        used = taken.setdefault(str(task_id), set())
+        trial = next(n for n in range(len(used) + 1) if n not in used)
+        used.add(trial)
     reward_info = sim.get("reward_info")
     termination = sim.get("termination_reason")
     row: dict[str, Any] = {
@@ -280,7 +320,8 @@ def _row(sim: Any, where: str, meta: Mapping[str, Any], tasks: Mapping[str, Any]
         row["reason"] = "the simulation has no reward_info"
     else:
         if not isinstance(reward_info, Mapping) or not _number(reward_info.get("reward")):
-            raise RowError(f"{where}.reward_info.reward: expected a number")
+            shown = repr(reward_info.get("reward")) if isinstance(reward_info, Mapping) else type(reward_info).__name__
+            raise RowError(f"{where}.reward_info.reward: expected a finite number, got {shown}")
         raw = float(reward_info["reward"])
         row["reward"] = 1.0 if abs(raw - 1.0) <= _PASS_TOLERANCE else 0.0
         row["raw_reward"] = raw
@@ -363,7 +404,9 @@ def read_tau2(path: str | os.PathLike[str], *, strict: bool = True) -> Rows:
     ------
     RowError
         When the file is not JSON, not a tau2 ``Results`` object (``info`` / ``tasks``
-        missing), or (under ``strict``) holds a malformed simulation; the message names the
+        missing), or (under ``strict``) holds a malformed simulation (a missing field, a
+        reward that is not a finite number, a second simulation of one task and trial, JSON
+        nested deeper than ``toolkit.rows._io.MAX_NESTING`` levels); the message names the
         simulation and field.
     OSError
         When the file cannot be read (``FileNotFoundError`` for a missing one).
@@ -371,8 +414,10 @@ def read_tau2(path: str | os.PathLike[str], *, strict: bool = True) -> Rows:
     Warns
     -----
     UserWarning
-        When simulations are skipped (``strict=False``) and when some ended with an
-        infrastructure error (kept with reward None).
+        When simulations are skipped (``strict=False``), when some ended with an
+        infrastructure error (kept with reward None), when the file holds no simulation, and
+        when a results file with simulations of its own has a ``simulations/`` directory
+        beside it (the file's are read).
 
     References
     ----------
@@ -385,17 +430,24 @@ def read_tau2(path: str | os.PathLike[str], *, strict: bool = True) -> Rows:
         if isinstance(task, Mapping) and "id" in task:
             tasks[str(task["id"])] = task
     rows = Rows()
-    trial_of: Counter[str] = Counter()
+    taken = _explicit_trials(sims)
+    first_at: dict[tuple[str, int], str] = {}
     bad: list[tuple[int, str]] = []
     for position, (where, sim) in enumerate(sims):
         try:
-            row = _row(sim, where, meta, tasks, trial_of, meta_path.name)
+            row = _row(sim, where, meta, tasks, taken, meta_path.name)
+            key = (str(row["task_id"]), row["rollout_index"])
+            if key in first_at:
+                raise RowError(
+                    f"{where}: task {row['task_id']!r} trial {row['rollout_index']} again (first at {first_at[key]}); "
+                    f"the two would share rollout_id {row['rollout_id']!r} and count twice in pass^k"
+                )
         except RowError as error:
             if strict:
                 raise
             bad.append((position, str(error)))
             continue
-        trial_of[str(row["task_id"])] += 1
+        first_at[key] = where
         rows.append(row)
     if bad:
         rows.skipped = len(bad)

@@ -286,6 +286,13 @@ async def _afork(config, profile: str | None, allow_stub: bool, isolated: bool) 
             f"{len(skipped)} line(s) of source.path held no trace and were skipped (line {', '.join(map(str, skipped[:5]))}: a last "
             "line cut off mid-write); that trace is in neither cohort",
             {"count": len(skipped), "lines": ", ".join(map(str, skipped[:20]))}))
+    for said in list(getattr(traces, "source_warnings", []) or []):
+        # what the reader warned while loading (a scorer chosen among several, simulations
+        # that never ran, an empty file) changes what the traces mean: in the verdict, not
+        # only on stderr
+        run_findings.append(make_finding(
+            "source_warnings", f"source.adapter {config.source.adapter}: {said}",
+            {"adapter": config.source.adapter, "warning": said}))
 
     ordered = [trace for name in ("failure", "baseline") if name in selection for trace in selection[name].traces]
     # the cache outlives this report: it keeps rationales only where the profile shows them

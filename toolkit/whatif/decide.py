@@ -116,6 +116,7 @@ FINDING_SEVERITY = {
     "duplicate_traces_collapsed": "degrades_trust",
     "unrecognised_labels": "degrades_trust",
     "source_lines_skipped": "degrades_trust",
+    "source_warnings": "degrades_trust",
     "stub_source_in_use": "degrades_trust",
     "harm_not_excluded": "blocks_ship",
     "improvement_not_significant": "blocks_ship",
@@ -252,6 +253,12 @@ FIX_SUGGESTIONS: dict[str, tuple[str, tuple[str, ...]]] = {
     "source_lines_skipped": (
         "A line of the trace file was cut off mid-write and held no trace.",
         ("Re-export the traces (the writer was probably killed); the other traces were read and used.",),
+    ),
+    "source_warnings": (
+        "The reader of the trace source warned while loading the traces.",
+        ("Read the warning in the finding: it may name a score chosen among several (inspect_scorer, "
+         "source.score_name), traces with no reward (unlabelled, in neither cohort) or an empty file.",
+         "Fix the source or the setting it names and run again; the traces were read as the warning says."),
     ),
     "stub_not_allowed": (
         "The stub scorer or source cannot back a verdict.",

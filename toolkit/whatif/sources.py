@@ -24,18 +24,28 @@ Adapters:
 - ``phoenix``: OpenInference span dicts returned by a ``python:<module>:<attr>`` provider
   (tracer-neutral: wrap the Phoenix client, read a dump, pull from any OTLP store); a trace's
   root span gives input/output, TOOL spans give the recorded tool calls, the span attribute
-  ``tag.failed`` (or ``label_field``) gives the cohort, an ``eval.score``/``score`` attribute
-  the original score;
+  ``tag.failed`` (or ``label_field``) gives the cohort; the original score is chosen by
+  ``tk.read_openinference``'s own code (root and trace-scope feedback, the latest of the
+  first name seen), and only spans with no feedback at all fall back to an
+  ``eval.score``/``score`` attribute;
 - ``langfuse``: the public REST API (``GET /api/public/traces`` paged, then
   ``GET /api/public/traces/{id}`` for observations and scores) with HTTP basic auth from two
-  environment variables. Our tests exercise it against recorded responses served by a local
-  HTTP server started in the test; it has not been run against a live Langfuse here;
+  environment variables; the original score is chosen by ``tk.read_langfuse``'s own code
+  (trace-level scores, the latest of ``score_name``, else of the first name seen). Our tests
+  exercise it against recorded responses served by a local HTTP server started in the test;
+  it has not been run against a live Langfuse here;
 - ``inspect_log``: an inspect_ai eval log read with ``tk.read_inspect_log`` (``inspect_scorer``
   picks the scorer whose value is the reward), one trace per sample x epoch;
 - ``tau2``: tau2-bench results read with ``tk.read_tau2``, one trace per simulation;
   for both the cohort comes from ``label_field`` or ``reward < failure_below`` as for ``jsonl``,
   and a row with no reward (an errored sample, an infrastructure error) has no cohort, so it
-  is counted as unlabelled rather than dropped unseen.
+  is counted as unlabelled rather than dropped unseen. ``label_field`` is looked up in the
+  row, then in the row's privileged ``*_metadata`` (an inspect sample's own ``metadata``); a
+  ``label_field`` that no row carries is a SetupError, not a run of unlabelled traces.
+
+For ``phoenix``, ``langfuse``, ``inspect_log`` and ``tau2`` every UserWarning raised while
+loading (a scorer chosen among several, simulations that never ran, an empty file) is kept on
+the loaded traces and becomes a ``source_warnings`` finding of the verdict, besides being shown.
 """
 
 from __future__ import annotations
@@ -51,12 +61,19 @@ import sys
 import urllib.error
 import urllib.parse
 import urllib.request
+import warnings
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from toolkit._util.hashing import canonical_json, stable_uniform
-from toolkit.errors import SetupError, ToolkitError
+from toolkit.errors import RowError, SetupError, ToolkitError
 from toolkit.rows import read_inspect_log, read_rows, read_tau2, read_tau_bench
+
+# The readers' own score rules, so one export gives the same score in tk.compare_runs and here
+# (docs/design/readers.md, "What-if sources").
+from toolkit.rows._traces import _latest_number, _reward_name, _score_names
+from toolkit.rows.langfuse import _trace_scores
+from toolkit.rows.openinference import _nest, _trace_feedback
 
 __all__ = [
     "Trace", "ToolRecord", "CohortSelectionResult", "CohortSelections", "SetupError", "load_traces",
@@ -283,6 +300,22 @@ def _complete_head(lineage: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _row_label(row: Mapping[str, Any], label_field: str) -> Any:
+    """``row[label_field]``, else the same key of the row's privileged metadata: the readers
+    keep a sample's or trace's own metadata there (``inspect_metadata``, ...), which is
+    where a user labels an inspect sample. Only the ``*_metadata`` blocks are looked in: the
+    rest of ``privileged`` is the answer key, not a label."""
+    value = row.get(label_field)
+    if value is not None:
+        return value
+    privileged = row.get("privileged")
+    if isinstance(privileged, Mapping):
+        for key, block in privileged.items():
+            if str(key).endswith("_metadata") and isinstance(block, Mapping) and block.get(label_field) is not None:
+                return block[label_field]
+    return None
+
+
 def _trace_from_row(row: Mapping[str, Any], position: int, label_field: str | None, failure_below: float) -> Trace:
     steps = row.get("steps") or []
     tools = tuple(
@@ -293,7 +326,7 @@ def _trace_from_row(row: Mapping[str, Any], position: int, label_field: str | No
     reward = _float_or_none(row.get("reward"))
     label = None
     if label_field is not None:
-        raw = row.get(label_field)
+        raw = _row_label(row, label_field)
         label = None if raw is None else str(raw)
         cohort = cohort_of_label(label)
     else:
@@ -329,10 +362,32 @@ def _trace_from_row(row: Mapping[str, Any], position: int, label_field: str | No
 
 
 class LoadedTraces(list):
-    """The traces a source gave, and ``lines_skipped``: the line numbers of its file that held
-    no trace (a torn last line), which the fork reports as a ``source_lines_skipped`` finding."""
+    """The traces a source gave, with what the fork must disclose about them:
+    ``lines_skipped``, the line numbers of its file that held no trace (a torn last line,
+    finding ``source_lines_skipped``), and ``source_warnings``, what the reader warned while
+    loading (finding ``source_warnings``)."""
 
     lines_skipped: list[int] = []
+    source_warnings: list[str] = []
+
+
+def _keeping_warnings(load: Callable[[], list[Trace]]) -> LoadedTraces:
+    """``load()``, with the warnings it raised kept on the result for the verdict, not only
+    printed: a reader's warning (a scorer chosen among several, infrastructure errors, an
+    empty file) changes what the traces mean. Each is shown as well, as before."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        try:
+            traces = load()
+        finally:
+            shown = list(caught)
+    for warning in shown:
+        warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
+    loaded = traces if isinstance(traces, LoadedTraces) else LoadedTraces(traces)
+    # UserWarning is what the readers warn with; a ResourceWarning or DeprecationWarning that
+    # garbage collection or a library happens to raise meanwhile says nothing about the traces
+    loaded.source_warnings = list(dict.fromkeys(str(w.message) for w in shown if issubclass(w.category, UserWarning)))
+    return loaded
 
 
 def _loaded(rows, label_field: str | None, failure_below: float) -> LoadedTraces:
@@ -388,6 +443,12 @@ def _reader_traces(source, read: Callable[[str], Any], what: str) -> list[Trace]
     except (OSError, UnicodeDecodeError) as error:
         raise SetupError(f"source.path {path!r} cannot be read as {what}: {type(error).__name__}: {error}") from None
     label_field = source.option("label_field")
+    if label_field is not None and rows and all(_row_label(row, label_field) is None for row in rows):
+        raise SetupError(
+            f"source.label_field {label_field!r} is in no row read from {path!r}: neither a row field (e.g. "
+            f"{', '.join(sorted(k for k in rows[0] if not str(k).startswith('_') and k != 'privileged')[:8])}) nor a key "
+            "of the sample's or trace's own metadata; drop label_field to split the cohorts by failure_below"
+        )
     failure_below = float(source.option("failure_below"))
     return _loaded(rows, label_field, failure_below)
 
@@ -463,8 +524,27 @@ def _failed_flag_cohort(failed: Any) -> str:
     return ""
 
 
+def _span_attributes(span: Mapping[str, Any], trace_id: str) -> Any:
+    """A span's attributes in the nested form the OpenInference reader walks, from the
+    ``attributes`` object and any flattened ``attributes.<key>`` fields beside it."""
+    given = span.get("attributes")
+    attributes = dict(given) if isinstance(given, Mapping) else {}
+    attributes.update({key[len("attributes."):]: value for key, value in span.items() if str(key).startswith("attributes.")})
+    try:
+        return _nest(attributes)
+    except RowError as error:
+        raise SetupError(f"source.spans_provider: trace {trace_id!r}, span {span.get('name')!r}: {error}") from None
+
+
 def phoenix_traces_from_spans(spans: Iterable[Mapping[str, Any]], label_field: str | None = None) -> list[Trace]:
-    """Group OpenInference spans by trace id into :class:`Trace` objects."""
+    """Group OpenInference spans by trace id into :class:`Trace` objects.
+
+    The original score follows ``tk.read_openinference``'s rule, through its own code: the
+    root span's feedback and every span's trace-scope feedback, the latest of the first
+    feedback name seen in the spans (a warning names the others). Only when no span of any
+    trace carries feedback does the score come from a root ``eval.score`` / ``score``
+    attribute, which the OpenInference conventions do not define and the reader does not read.
+    """
     by_trace: dict[str, list[Mapping[str, Any]]] = {}
     order: list[str] = []
     for span in spans:
@@ -477,10 +557,12 @@ def phoenix_traces_from_spans(spans: Iterable[Mapping[str, Any]], label_field: s
             order.append(trace_id)
         by_trace[trace_id].append(span)
     traces = []
+    feedback: dict[str, dict[str, Any]] = {}
     for trace_id in order:
         spans_of = by_trace[trace_id]
         roots = [s for s in spans_of if not _span_field(s, "parent_id", "parent_span_id")]
         root = roots[0] if roots else spans_of[0]
+        feedback[trace_id] = _trace_feedback(_span_attributes(root, trace_id), [_span_attributes(s, trace_id) for s in spans_of])
         tools = []
         for span in sorted(spans_of, key=lambda s: str(_span_field(s, "start_time") or "")):
             kind = str(_span_field(span, "span_kind") or _attribute(span, "openinference.span.kind") or "").upper()
@@ -518,7 +600,12 @@ def phoenix_traces_from_spans(spans: Iterable[Mapping[str, Any]], label_field: s
                 skip_reason=None if message else "root span has no input.value",
             )
         )
-    return traces
+    names = _score_names(feedback.values())
+    if not names:
+        return traces
+    chosen = _reward_name(names, None, "whatif source phoenix", "the span export",
+                          "The phoenix source has no option to choose; give the reward one feedback name")
+    return [dataclasses.replace(t, original_score=_latest_number(feedback[t.trace_id].get(chosen, []), None)) for t in traces]
 
 
 def _phoenix_traces(source) -> list[Trace]:
@@ -595,6 +682,7 @@ def _langfuse_traces(source) -> list[Trace]:
             break
         page += 1
     traces = []
+    scores: dict[str, dict[str, Any]] = {}
     for summary in summaries:
         trace_id = str(summary.get("id"))
         detail = _langfuse_get(host, f"/api/public/traces/{urllib.parse.quote(trace_id, safe='')}", {}, auth)
@@ -610,15 +698,11 @@ def _langfuse_traces(source) -> list[Trace]:
             is_tool = kind == "TOOL" or (isinstance(metadata, Mapping) and metadata.get("kind") == "tool")
             if is_tool:
                 tools.append(ToolRecord(str(observation.get("name")), observation.get("input") or {}, observation.get("output")))
-        score = None
-        for entry in detail.get("scores") or []:
-            if not isinstance(entry, Mapping):
-                continue
-            if score_name is not None and entry.get("name") != score_name:
-                continue
-            score = _float_or_none(entry.get("value"))
-            if score is not None:
-                break
+        listed = detail.get("scores")
+        try:
+            scores[trace_id] = _trace_scores(listed if isinstance(listed, list) else [], f"langfuse trace {trace_id!r}")
+        except RowError as error:
+            raise SetupError(f"langfuse /api/public/traces/{trace_id}: {error}") from None
         message = _langfuse_message(detail.get("input"))
         traces.append(
             Trace(
@@ -627,14 +711,31 @@ def _langfuse_traces(source) -> list[Trace]:
                 user_message=message,
                 original_output=_langfuse_message(detail.get("output")) if not isinstance(detail.get("output"), str) else detail["output"],
                 tool_calls=tuple(tools),
-                original_score=score,
+                original_score=None,
                 label=",".join(tags) or None,
                 timestamp=_timestamp(detail.get("timestamp")),
                 metadata={"name": detail.get("name"), "tags": tags},
                 skip_reason=None if message else "trace has no input",
             )
         )
-    return traces
+    # tk.read_langfuse's score rule, through its own code: trace-level scores only, the latest
+    # of the chosen name (score_name, else the first name seen), categorical ones without a
+    # number (no labels= here), so one export scores the same in compare_runs and here
+    names = _score_names(scores.values())
+    if score_name is not None:
+        chosen = score_name
+        if score_name not in names and traces:
+            warnings.warn(
+                f"whatif source langfuse: score_name {score_name!r} is on no trace (trace-level scores: "
+                f"{', '.join(names) or 'none'}); every original score is None",
+                UserWarning,
+                stacklevel=2,
+            )
+    else:
+        chosen = _reward_name(names, None, "whatif source langfuse", "the trace listing", "Set source.score_name to choose")
+    if chosen is None:
+        return traces
+    return [dataclasses.replace(t, original_score=_latest_number(scores[t.trace_id].get(chosen, []), None)) for t in traces]
 
 
 # --- dispatch and selection ---------------------------------------------------------------------
@@ -648,13 +749,13 @@ def load_traces(source) -> list[Trace]:
     if adapter == "jsonl":
         return _jsonl_traces(source)
     if adapter == "phoenix":
-        return _phoenix_traces(source)
+        return _keeping_warnings(lambda: _phoenix_traces(source))
     if adapter == "langfuse":
-        return _langfuse_traces(source)
+        return _keeping_warnings(lambda: _langfuse_traces(source))
     if adapter == "inspect_log":
-        return _inspect_log_traces(source)
+        return _keeping_warnings(lambda: _inspect_log_traces(source))
     if adapter == "tau2":
-        return _tau2_traces(source)
+        return _keeping_warnings(lambda: _tau2_traces(source))
     raise SetupError(f"unknown trace-source adapter {adapter!r}")  # the config's Literal stops this
 
 
