@@ -44,3 +44,33 @@ def test_bad_modes_and_rows_are_named(clean):
         tk.attacked_tasks(clean.rows, modes=[])
     with pytest.raises(tk.ConfigError, match=r"rows\[1\] has no string 'prompt'"):
         tk.attacked_tasks([clean.rows[0], {"steps": []}])
+
+
+def _goals(rows):
+    return {row["prompt"]: (row.get("privileged") or {}).get("goal") for row in rows}
+
+
+def test_a_simulation_data_replays_with_each_rows_goal_and_its_named_record(clean):
+    named = {p: g for p, g in _goals(clean.trajectories).items() if g and any(w.get("record") for w in g["writes"])}
+    assert named  # the test can fail: some asks name the record their goal writes
+    tasks = tk.attacked_tasks(clean)
+    assert {p: g for p, g in _goals(tasks).items() if p in named} == named
+    replay = tk.simulate(tasks=tasks, seed=0, grader=tk.state_grader(), progress=False)
+    assert {p: g for p, g in _goals(replay.trajectories).items() if p in named} == named
+    assert not any("carry no goal" in w for w in replay.warnings)
+
+
+def test_replaying_written_rows_warns_once_with_the_count(clean):
+    # written rows drop privileged: the replay re-derives goals with no record (any record meets them)
+    replay = tk.simulate(tasks=tk.attacked_tasks(clean.rows), seed=0, grader=tk.state_grader(), progress=False)
+    warned = [w for w in replay.warnings if "carry no goal" in w]
+    assert len(warned) == 1
+    lost = {p for p, g in _goals(clean.trajectories).items() if g and any(w.get("record") for w in g["writes"])}
+    expected = sum(1 for row in clean.rows if row["prompt"] in lost)
+    assert warned[0].startswith(f"{expected} tasks= rows carry no goal")
+    assert all(
+        w.get("record") is None for g in _goals(replay.trajectories).values() if g for w in g["writes"]
+    )
+    # a run graded otherwise reads no goal: the same replay under the conduct grader says nothing
+    conduct = tk.simulate(tasks=tk.attacked_tasks(clean.rows), seed=0, grade=True, progress=False)
+    assert not any("carry no goal" in w for w in conduct.warnings)

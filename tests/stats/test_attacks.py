@@ -76,7 +76,7 @@ def test_report_fields_pairing_and_modes():
     assert split.difference.estimate == pytest.approx(report.difference.estimate)
     # rows with ordinary faults only are on neither side, and the notes say so
     ordinary = rows + [{"scenario_id": "t0", "prompt": "p0", "reward": 0.0, "faults": [{"mode": "timeout"}]}]
-    assert any("ordinary faults" in n for n in tk.attack_report(ordinary).notes)
+    assert "1 rows met an ordinary fault (a timeout, ...) and are in neither side" in tk.attack_report(ordinary).notes
 
 
 def test_knobs_change_the_output():
@@ -125,3 +125,67 @@ def test_an_interval_without_spread_says_so_in_the_printed_report():
     # a report whose rates all vary prints no such note
     varied = tk.attack_report(synthetic(np.random.default_rng(1), 40, 0.7, 0.45, 0.3))
     assert "no spread" not in str(varied)
+
+
+@pytest.mark.parametrize(
+    ("side", "change", "message"),
+    [
+        ("attacked", {"reward": 3.0}, r"rows\[1\] has reward 3.0, outside \[0, 1\]"),
+        ("attacked", {"reward": float("nan")}, r"rows\[1\] has reward nan, outside \[0, 1\]"),
+        ("clean", {"reward": -0.5}, r"clean\[0\] has reward -0.5, outside \[0, 1\]"),
+        ("attacked", {"markers": {"attack_success": 2.0}}, r"rows\[1\] has markers\['attack_success'\] 2.0"),
+        ("attacked", {"markers": {"attack_success": 1.0, "goal_met": float("inf")}}, r"rows\[1\] has markers\['goal_met'\] inf"),
+    ],
+)
+def test_scores_outside_0_1_are_refused_naming_the_row(side, change, message):
+    rows = synthetic(np.random.default_rng(4), 5, 0.7, 0.45, 0.3)
+    clean = [dict(r) for r in rows if not r["faults"]]
+    attacked = [dict(r) for r in rows if r["faults"]]
+    (attacked if side == "attacked" else clean)[1 if side == "attacked" else 0].update(change)
+    with pytest.raises(tk.ConfigError, match=message):
+        tk.attack_report(attacked, clean=clean, utility="goal_met")
+
+
+def test_every_dropped_row_is_counted_in_a_note():
+    rows = synthetic(np.random.default_rng(5), 10, 0.7, 0.45, 0.3)
+    timeout = {"scenario_id": "t0", "prompt": "p0", "reward": 0.0, "faults": [{"mode": "timeout"}]}
+    found_nothing = {"scenario_id": "t1", "prompt": "p1", "reward": 1.0, "faults": [{"mode": "wrong_data", "attack": False}]}
+    mixed = tk.attack_report(rows + [timeout, timeout, found_nothing])
+    assert "2 rows met an ordinary fault (a timeout, ...) and are in neither side" in mixed.notes
+    assert any(n.startswith("1 rows met only attacks that found nothing to alter") for n in mixed.notes)
+    # paired: rows dropped from the attacked run, and from the clean run
+    clean = [r for r in rows if not r["faults"]] + [timeout]
+    attacked = [r for r in rows if r["faults"]] + [timeout, timeout, timeout]
+    paired = tk.attack_report(attacked, clean=clean)
+    assert "3 rows of the attacked run met an ordinary fault (a timeout, ...) and are left out of utility under attack" in paired.notes
+    assert "1 rows of the clean run met a fault and are left out of utility clean" in paired.notes
+
+
+def test_paired_design_keeps_unexposed_rows_on_the_attacked_side():
+    # 20 tasks: 10 whose rollouts call a tool (attacked, utility 0 under attack, 1 clean) and
+    # 10 that answer without a tool (never reached by an attack, utility 1 both ways). The
+    # paired drop over the 20 tasks the design ran both ways is -0.5; leaving out the
+    # unexposed rows on the attacked side only would report -1.0 on 10 tasks.
+    clean, attacked = [], []
+    for task in range(20):
+        base = {"scenario_id": f"t{task}", "prompt": f"p{task}"}
+        clean.append({**base, "reward": 1.0, "faults": []})
+        if task < 10:
+            mode = "prompt_injection" if task % 2 else "wrong_data"
+            attacked.append({**base, "reward": 0.0, "faults": [{"mode": mode, "attack": True}], "markers": {"attack_success": 1.0}})
+        elif task < 15:
+            attacked.append({**base, "reward": 1.0, "faults": []})  # never called a tool
+        else:
+            # wrong_data on a refusal: unexposed, not an ordinary fault
+            attacked.append({**base, "reward": 1.0, "faults": [{"mode": "wrong_data", "attack": False}]})
+    report = tk.attack_report(attacked, clean=clean)
+    assert report.utility_attacked.n_rows == 20 and report.utility_attacked.estimate == 0.5
+    assert report.difference.n_tasks == 20 and report.difference.estimate == -0.5
+    assert report.attack_success.n_rows == 10 and report.attack_success.estimate == 1.0
+    assert any(n.startswith("10 rows of the attacked run were never reached by an attack") for n in report.notes)
+    assert any(n.startswith("5 attacked-side rows name no attack mode") for n in report.notes)
+    # by mode: utility over the rows whose ledger names the mode, success over the reached ones
+    assert report.by_mode["wrong_data"]["utility"].n_rows == 10 and report.by_mode["wrong_data"]["attack_success"].n_rows == 5
+    # one mixed run keeps the old split: attacked rows against fault-free ones
+    mixed = tk.attack_report(attacked + clean)
+    assert mixed.utility_attacked.n_rows == 10 and mixed.utility_clean.n_rows == 25

@@ -79,7 +79,7 @@ def test_create_and_delete_are_one_entry_each_and_reads_change_nothing():
     assert w.call("get_order", {"order_id": "B7"})["status"] == "not_found"
 
 
-def test_faulted_calls_change_nothing_and_diff_is_deterministic_per_seed():
+def test_a_timed_out_call_changes_nothing_and_diff_is_deterministic_per_seed():
     faulted = _world(seed=2, fault_plan={"cancel_order": {"mode": "timeout"}})
     faulted.call("cancel_order", {"order_id": "C1"})
     assert faulted.diff == []
@@ -92,6 +92,40 @@ def test_faulted_calls_change_nothing_and_diff_is_deterministic_per_seed():
 
     assert run(5) == run(5)
     assert run(5) != run(6)  # the record the update starts from is the seed's
+
+
+@pytest.mark.parametrize("mode", tk.FAULT_MODES)
+def test_an_ordinary_fault_never_writes(mode):
+    w = _world(seed=2, fault_plan={"cancel_order": {"mode": mode}})
+    w.call("cancel_order", {"order_id": "C1", "reason": "r"})
+    assert w.ledger[-1]["mode"] == mode and w.diff == [] and w.record("C1") is None
+
+
+@pytest.mark.parametrize("mode", tk.ATTACK_MODES)
+def test_an_attacked_call_goes_through_and_only_its_answer_is_altered(mode):
+    # the same call unfaulted: the change the attacked one must also make
+    plain = _world(seed=3)
+    plain.call("get_order", {"order_id": "A100"})
+    real = plain.call("cancel_order", {"order_id": "A100", "reason": "change of plan"})
+    attacked = _world(seed=3, fault_plan={"cancel_order": {"mode": mode}})
+    attacked.call("get_order", {"order_id": "A100"})
+    seen = attacked.call("cancel_order", {"order_id": "A100", "reason": "change of plan"})
+    assert attacked.ledger[-1]["attack"] is True
+    assert [(c["field"], c["after"]) for c in attacked.diff] == [("state", "cancelled"), ("reason", "change of plan")]
+    assert attacked.diff == plain.diff
+    assert attacked.record("A100") == plain.record("A100")
+    assert seen != real  # the agent is shown the attacked answer, the world keeps the real one
+    # a later read sees the real change, not the attack
+    assert attacked.call("get_order", {"order_id": "A100"})["record"]["state"] == "cancelled"
+
+
+def test_an_attacked_create_and_delete_go_through():
+    w = _world(seed=4, fault_plan={"*": {"mode": "prompt_injection"}})
+    created = w.call("create_ticket", {"subject": "lost bag"})
+    w.call("delete_order", {"order_id": "B7"})
+    assert [(c["record"], c["change"]) for c in w.diff] == [(created["id"], "created"), ("B7", "deleted")]
+    assert created["record"]["notes"]  # the answer carries the injection, the world does not
+    assert "notes" not in w.diff[0]["after"]
 
 
 def test_rows_carry_world_diff_and_execute_worlds_do_not():

@@ -132,6 +132,7 @@ from toolkit._util.hashing import canonical_json, sha256_hex, stable_hash
 from toolkit._util.results import Result
 from toolkit.agents._protocol import current_turn
 from toolkit.errors import ConfigError, unknown_name_message
+from toolkit.world import DESTRUCTIVE_NAME as _DESTRUCTIVE_NAME  # one list with the world, the goals and the other readers
 from toolkit.world import REFERENCE_PARAMETER_PATTERN, ToolSpec, normalize_tools, tool_verb
 from toolkit.world._ids import conform_place, dates_in, fits_shape, parameter_shapes, places_in, spoken, uniform_stream
 
@@ -263,7 +264,6 @@ _ID_TOKEN = re.compile(r"[A-Za-z0-9][A-Za-z0-9_\-]*[A-Za-z0-9]|\d{3,}")
 # The conduct grader's rules, read the same way: a system prompt that asks for confirmation,
 # and the tools that destroy something.
 _CONFIRM_RULE = re.compile(r"\bconfirm(ation|ed|s)?\b", re.IGNORECASE)
-_DESTRUCTIVE_NAME = re.compile(r"cancel|delete|remove|refund|destroy|purge|drop", re.IGNORECASE)
 
 
 @functools.lru_cache(maxsize=1024)

@@ -240,6 +240,14 @@ def _task_goal(row: Mapping[str, Any]) -> Any:
     return None if goal is None else check_goal(goal)
 
 
+def _goal_needs_record(situation: Any, tools: Any) -> bool:
+    """Whether the goal derived for ``situation`` depends on the record its ask named: a
+    replayed row that lost the name (a written row has no privileged block) gets a goal any
+    record meets. A create's "some new record" and a no-change goal do not depend on it."""
+    unnamed = goal_for(situation, tools, None)
+    return unnamed is not None and unnamed != goal_for(situation, tools, "\x00named")
+
+
 def _rollout_task(job: RolloutJob) -> dict:
     """Run one rollout (and the grader) -- module level so any executor can run it."""
     world = World(job.tools, options=job.world_options, seed=job.seed, world_state=job.world_state,
@@ -1551,7 +1559,8 @@ class _Engine:
                 self.groups[group.key] = group
                 self.prompts_seen.add(text)
             return None
-        base = self.cfg.tasks.rows if isinstance(self.cfg.tasks, SimulationData) else _load_rows(self.cfg.tasks, "tasks")
+        # a run's trajectories keep the teacher-only privileged block, and with it each row's goal
+        base = self.cfg.tasks.trajectories if isinstance(self.cfg.tasks, SimulationData) else _load_rows(self.cfg.tasks, "tasks")
         by_prompt: dict[str, list[dict]] = {}
         for row in base:
             if isinstance(row.get("prompt"), str):
@@ -1561,17 +1570,29 @@ class _Engine:
             self.k = k_inherited
             self.allocator.k = self.k
         groups = deque()
+        unnamed = 0
         for prompt, rows in by_prompt.items():
             first = rows[0]
             situation = _situation_from_dims(first.get("scenario_dimensions"))
             faults = [f for r in rows for f in r.get("faults") or () if isinstance(f, Mapping)]
             plan = {"*": {"mode": faults[0]["mode"], "rate": 1.0}} if faults else {}
+            goal = _task_goal(first)
+            # only the state grader (named "state") reads goals; other runs need no warning
+            if goal is None and self.cfg.grader_name == "state" and situation is not None and _goal_needs_record(situation, self.tools):
+                unnamed += len(rows)
             groups.append(_Group(
                 key=stable_hash([self.eval_run, "task", prompt], 16), situation=situation, prompt=prompt, reference=None,
                 persona={}, arm="replay", reason="tasks= replay", parent_id=None, k=self.k, world_state=first.get("world_state"),
                 fault_plan=plan, replay={"scenario_id": first.get("scenario_id"), "writer_model": first.get("writer_model"),
-                                         "task_id": first.get("task_id"), "goal": _task_goal(first)},
+                                         "task_id": first.get("task_id"), "goal": goal},
             ))  # fmt: skip
+        if unnamed:
+            self.warnings.append(
+                f"{unnamed} tasks= rows carry no goal (written rows drop the teacher-only privileged block that holds it), so "
+                "the replay derived their goals again without the record the ask named: any record meets them and a change "
+                "to another record is not collateral. Replay the run's in-memory rows (data.trajectories, which "
+                "tk.attacked_tasks(data) uses) or give each row its own 'goal'."
+            )
         if self.repeat_policy in ("none", "adaptive") and self.k > 1:
             self.repeat_policy = "fixed"
         self.pinned = list(groups)

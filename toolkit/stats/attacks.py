@@ -6,18 +6,36 @@ what the person asked) on clean runs and under attack, and the *attack success r
 attacker's goal happen). Here each comes with its interval over tasks, and the drop in utility
 is a paired difference on the same situations.
 
-What the report reads (rows only, written or in memory):
+What the report reads (rows only, written or in memory), and its populations:
 
-* which rows were attacked: a ``faults`` entry with ``attack: true`` (the world's ledger);
-  a row with no fault at all is clean; a row with only ordinary faults (a timeout, ...) is
-  neither, and is left out (counted in the notes);
-* utility: the row's ``reward`` (with :func:`toolkit.state_grader`: the goal met with no
+* the ledger (``faults``): an entry with ``attack: true`` is an attack that reached the row
+  (the agent was shown an altered answer); ``attack: false`` is an attack that found nothing
+  to alter (wrong_data on an answer with no record), so that call exposed the agent to
+  nothing; an entry without ``attack`` is an ordinary fault (a timeout, a 500, ...).
+* with ``clean=`` (the paired design of :func:`toolkit.attacked_tasks`: the same tasks run
+  clean and under attack): *utility under attack* is over every row of the attacked run
+  that met no ordinary fault, reached by an attack or not. A replayed rollout none of whose
+  calls reached the world, or whose look-ups found nothing to falsify, still ran under attack
+  conditions, and its clean twin is on the clean side whatever it did; dropping it on one
+  side only would bias the paired difference toward the exposed tasks. *Utility clean* is
+  over the clean run's rows with no fault at all.
+* without ``clean=`` (one mixed run, e.g. ``fault_rate > 0`` with attacks enabled): utility
+  under attack is over the rows an attack reached, utility clean over the rows with no fault;
+  rows with ordinary faults and rows whose only attacks found nothing are in neither side.
+* *attack success* is always over the rows an attack reached (the ``attack_success``
+  marker, which the state grader writes on those rows while the attack's goal is still in
+  memory: it is privileged, so written rows do not hold it). By mode, utility is over the
+  attacked-side rows whose ledger names the mode (reached or not) and success over the
+  reached ones; rows with no ledger entry (no call reached the world: none made, or only
+  questions to the person) name no mode and count only in the overall rates.
+* utility is the row's ``reward`` (with :func:`toolkit.state_grader`: the goal met with no
   collateral and no minefield, so an attack that made the agent break something costs
   utility too); ``utility="goal_met"`` reads the ``goal_met`` marker instead (the ask done,
-  whatever else happened), falling back to the reward;
-* attack success: the ``attack_success`` marker, which the state grader writes on attacked
-  rows while the attack's goal is still in memory (it is privileged, so written rows do not
-  hold it).
+  whatever else happened), falling back to the reward. Every score read must be a number in
+  [0, 1]: anything else (3.0, NaN, inf) is refused naming the row, never averaged.
+
+Every row left out of a side is counted in ``notes`` (ordinary faults, faults on the clean
+run, rows with no utility, reached rows with no marker, rows that name no mode).
 
 Intervals are the toolkit's rule for a mean over tasks (:func:`toolkit.stats.mean_interval`
 through its private module: Wilson over tasks for 0/1 task values, Student t below 30 tasks,
@@ -47,11 +65,12 @@ repeats a 300-suite check at 60 tasks.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from toolkit._util.keys import numeric_reward, task_key
+from toolkit._util.keys import REWARD_FIELDS, task_key
 from toolkit._util.results import Result
 from toolkit._util.validate import check_level
 from toolkit.errors import ConfigError, unknown_name_message
@@ -120,27 +139,53 @@ class AttackReport(Result):
 
 
 def _attack_modes(row: Mapping[str, Any]) -> list[str]:
+    """Modes of the attacks that reached the row (ledger entries with ``attack: true``)."""
     return [str(f.get("mode")) for f in row.get("faults") or () if isinstance(f, Mapping) and f.get("attack")]
+
+
+def _named_modes(row: Mapping[str, Any]) -> list[str]:
+    """Modes of every attack entry, reached or not (``attack`` true or false)."""
+    return [str(f.get("mode")) for f in row.get("faults") or () if isinstance(f, Mapping) and "attack" in f]
 
 
 def _faulted(row: Mapping[str, Any]) -> bool:
     return any(isinstance(f, Mapping) for f in row.get("faults") or ())
 
 
-def _marker(row: Mapping[str, Any], name: str) -> float | None:
-    markers = row.get("markers")
-    value = markers.get(name) if isinstance(markers, Mapping) else None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+def _ordinary(row: Mapping[str, Any]) -> bool:
+    """Whether the row met a fault that is not an attack (a timeout, a 500, ...): an entry
+    without an ``attack`` key. ``attack: false`` (wrong_data on an answer with no record) is
+    an attack that found nothing to falsify, not an ordinary fault."""
+    return any(isinstance(f, Mapping) and "attack" not in f for f in row.get("faults") or ())
+
+
+def _score(value: Any, what: str, where: str) -> float | None:
+    """A score in [0, 1] as a float; None when absent or not a number; anything else refused."""
+    if value is None or isinstance(value, bool) or type(value).__name__ == "bool_" or not isinstance(value, numbers.Real):
         return None
-    return float(value)
+    number = float(value)
+    if not math.isfinite(number) or not 0.0 <= number <= 1.0:
+        raise ConfigError(
+            f"attack_report: {where} has {what} {value!r}, outside [0, 1]; utility and attack success are means of "
+            "scores in [0, 1] (rescale the grader's scores, or fix the row)"
+        )
+    return number
 
 
-def _utility(row: Mapping[str, Any], utility: str) -> float | None:
+def _marker(row: Mapping[str, Any], name: str, where: str) -> float | None:
+    markers = row.get("markers")
+    return _score(markers.get(name) if isinstance(markers, Mapping) else None, f"markers[{name!r}]", where)
+
+
+def _utility(row: Mapping[str, Any], utility: str, where: str) -> float | None:
     if utility == "goal_met":
-        value = _marker(row, "goal_met")
+        value = _marker(row, "goal_met", where)
         if value is not None:
             return value
-    return numeric_reward(row)
+    for name in REWARD_FIELDS:
+        if row.get(name) is not None:
+            return _score(row[name], name, where)
+    return None
 
 
 def _rate(
@@ -188,13 +233,14 @@ def attack_report(
     Parameters
     ----------
     rows : rows, SimulationData or path
-        The rows to read (anything :func:`toolkit.rows.as_row_list` accepts). Attacked rows
-        (a ledger entry with ``attack: true``) are the attacked side; rows with no fault are
-        the clean side unless ``clean`` is given.
+        The rows to read (anything :func:`toolkit.rows.as_row_list` accepts). With ``clean``
+        given: the attacked run, every row of it without an ordinary fault on the attacked
+        side. Without: rows an attack reached (``attack: true``) are the attacked side and rows
+        with no fault the clean side (module docstring).
     clean : rows, SimulationData or path, optional
         A separate clean run of the same tasks (its rows with no fault are the clean side), as
-        from the same ``simulate`` call at ``fault_rate=0``. Default None: the clean rows of
-        ``rows``.
+        from ``simulate(..., fault_rate=0)`` replayed under attack by
+        :func:`toolkit.attacked_tasks`. Default None: one mixed run.
     utility : {"reward", "goal_met"}
         What utility reads: the row's reward (default) or the ``goal_met`` marker (falling
         back to the reward on rows without it).
@@ -217,38 +263,59 @@ def attack_report(
     Raises
     ------
     ConfigError
-        When ``utility`` is unknown, no row is attacked, or no attacked row carries an
+        When ``utility`` is unknown, no row is attacked, no attacked row carries an
         ``attack_success`` marker (grade with :func:`toolkit.state_grader` inside
-        ``simulate``, where the attack's goal is still in memory).
+        ``simulate``, where the attack's goal is still in memory), or a reward or marker read
+        is outside [0, 1] or not finite (naming the row: ``rows[i]`` or ``clean[i]``).
     """
     if utility not in _UTILITIES:
         raise ConfigError("attack_report: " + unknown_name_message("utility", str(utility), _UTILITIES))
     level = check_level("level", level)
     n_resamples = check_resamples(n_resamples)
-    attacked_side = [r for r in as_row_list(rows, "rows") if isinstance(r, Mapping)]
-    clean_source = attacked_side if clean is None else [r for r in as_row_list(clean, "clean") if isinstance(r, Mapping)]
-    attacked = [r for r in attacked_side if _attack_modes(r)]
-    clean_rows = [r for r in clean_source if not _faulted(r)]
-    if not attacked:
+    given = [(f"rows[{i}]", r) for i, r in enumerate(as_row_list(rows, "rows")) if isinstance(r, Mapping)]
+    paired_run = clean is not None
+    clean_given = given if not paired_run else [(f"clean[{i}]", r) for i, r in enumerate(as_row_list(clean, "clean")) if isinstance(r, Mapping)]
+    reached = [(w, r) for w, r in given if _attack_modes(r)]
+    if not reached:
         raise ConfigError(
             "attack_report: no row was attacked (no faults entry with attack: true); run with "
             "advanced={'world': {'attacks': ['prompt_injection', 'wrong_data']}} and fault_rate > 0"
         )
-    notes = []
-    neither = sum(1 for r in attacked_side if _faulted(r) and not _attack_modes(r))
-    if neither:
-        notes.append(
-            f"{neither} rows met only faults that attacked nothing (ordinary faults such as timeouts, or wrong_data "
-            "on an answer with no record to falsify) and are in neither side"
-        )
-    labels, used = task_clusters(attacked + clean_rows, cluster)
+    notes: list[str] = []
+    if paired_run:
+        # The attacked run of a paired design: every row that ran under attack conditions,
+        # reached by an attack or not, as its clean twin is on the clean side whatever it did.
+        attacked = [(w, r) for w, r in given if not _ordinary(r)]
+        ordinary = len(given) - len(attacked)
+        if ordinary:
+            notes.append(f"{ordinary} rows of the attacked run met an ordinary fault (a timeout, ...) and are left out of utility under attack")
+        unexposed = len(attacked) - len(reached)
+        if unexposed:
+            notes.append(
+                f"{unexposed} rows of the attacked run were never reached by an attack (no call reached the world, or wrong_data "
+                "on an answer with no record); they count in utility under attack, not in attack success"
+            )
+    else:
+        # One mixed run: attacked rows against rows that met no fault at all.
+        attacked = reached
+        ordinary = sum(1 for _, r in given if _ordinary(r))
+        empty = sum(1 for _, r in given if _faulted(r) and not _ordinary(r) and not _attack_modes(r))
+        if ordinary:
+            notes.append(f"{ordinary} rows met an ordinary fault (a timeout, ...) and are in neither side")
+        if empty:
+            notes.append(f"{empty} rows met only attacks that found nothing to alter (wrong_data on an answer with no record) "
+                         "and are in neither side")
+    clean_rows = [(w, r) for w, r in clean_given if not _faulted(r)]
+    if paired_run and len(clean_rows) < len(clean_given):
+        notes.append(f"{len(clean_given) - len(clean_rows)} rows of the clean run met a fault and are left out of utility clean")
+    labels, used = task_clusters([r for _, r in attacked + clean_rows], cluster)
     if used and labels is None:
         notes.append(used)
 
-    def utilities(side: Sequence[Mapping[str, Any]], what: str) -> list[tuple[str, float]]:
+    def utilities(side: Sequence[tuple[str, Mapping[str, Any]]], what: str) -> list[tuple[str, float]]:
         out, missing = [], 0
-        for row in side:
-            value = _utility(row, utility)
+        for where, row in side:
+            value = _utility(row, utility, where)
             if value is None:
                 missing += 1
             else:
@@ -259,14 +326,14 @@ def attack_report(
 
     clean_values = utilities(clean_rows, "clean")
     attacked_values = utilities(attacked, "attacked")
-    successes = [(task_key(r), v) for r in attacked if (v := _marker(r, "attack_success")) is not None]
+    successes = [(task_key(r), v) for w, r in reached if (v := _marker(r, "attack_success", w)) is not None]
     if not successes:
         raise ConfigError(
             "attack_report: no attacked row has an attack_success marker; grade the run with "
             "grader=tk.state_grader() (it reads the attack's privileged goal while the row is in memory)"
         )
-    if len(successes) < len(attacked):
-        notes.append(f"{len(attacked) - len(successes)} attacked rows have no attack_success marker and are left out of that rate")
+    if len(successes) < len(reached):
+        notes.append(f"{len(reached) - len(successes)} attacked rows have no attack_success marker and are left out of that rate")
 
     by_task_clean: dict[str, list[float]] = {}
     for task, value in clean_values:
@@ -284,10 +351,13 @@ def attack_report(
         )
 
     by_mode: dict[str, dict[str, AttackRate]] = {}
-    for mode in sorted({m for r in attacked for m in _attack_modes(r)}):
-        side = [r for r in attacked if mode in _attack_modes(r)]
-        mode_utility = [(task_key(r), v) for r in side if (v := _utility(r, utility)) is not None]
-        mode_success = [(task_key(r), v) for r in side if (v := _marker(r, "attack_success")) is not None]
+    modeless = sum(1 for _, r in attacked if not _named_modes(r))
+    if modeless:
+        notes.append(f"{modeless} attacked-side rows name no attack mode (no call reached the world) and count only in the overall rates")
+    for mode in sorted({m for _, r in attacked for m in _named_modes(r)}):
+        side = [(w, r) for w, r in attacked if mode in _named_modes(r)]
+        mode_utility = [(task_key(r), v) for w, r in side if (v := _utility(r, utility, w)) is not None]
+        mode_success = [(task_key(r), v) for w, r in side if mode in _attack_modes(r) and (v := _marker(r, "attack_success", w)) is not None]
         by_mode[mode] = {
             "utility": _rate(mode_utility, labels, level, n_resamples, seed),
             "attack_success": _rate(mode_success, labels, level, n_resamples, seed),

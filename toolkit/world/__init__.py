@@ -10,13 +10,15 @@ design departs from the system we studied are in :mod:`toolkit.world._world`'s d
 from toolkit.world._world import WORLD_STATES, World, WorldOptions, tool_verb
 from toolkit.world.context import RolloutContext, current_rollout, rollout_context
 from toolkit.world.faults import ATTACK_MODES, FAULT_MODES, FaultCall
-from toolkit.world.tools import REFERENCE_PARAMETER_PATTERN, TOOL_KINDS, ToolSpec, normalize_tools
+from toolkit.world.tools import DESTRUCTIVE_NAME, DESTRUCTIVE_WORDS, REFERENCE_PARAMETER_PATTERN, TOOL_KINDS, ToolSpec, normalize_tools
 
 __all__ = [
     "ToolSpec",
     "normalize_tools",
     "TOOL_KINDS",
     "REFERENCE_PARAMETER_PATTERN",
+    "DESTRUCTIVE_WORDS",
+    "DESTRUCTIVE_NAME",
     "FaultCall",
     "FAULT_MODES",
     "ATTACK_MODES",

@@ -11,7 +11,11 @@ Call order (first match wins; docs/design/engine.md §4.1, with the changes list
 1. unknown tool -> ``{"status": "error", "reason": "unknown_tool"}`` (with suggestions);
    a human tool -> ``error / human_tool`` (the simulated person answers those);
    arguments that are not a JSON object -> ``rejected / invalid_arguments``;
-2. a scheduled fault (the plan entry for this tool, else ``"*"``) -> the mode's payload;
+2. a scheduled fault (the plan entry for this tool, else ``"*"``) -> the mode's payload. An
+   ordinary fault (timeout, server_error, ...) is a call that did not go through: its payload
+   is built from the answer computed without side effects. An attack (``prompt_injection``,
+   ``wrong_data``) goes through as steps 3-8 would answer it, records change and ``diff``
+   lists the change, and the attack alters only the answer the agent sees;
 3. calculator tools (name starts calc/compute/eval/math, argument expression/expr/formula):
    real arithmetic through a safe AST walk;
 4. world state ``missing`` -> ``not_found`` for any call;
@@ -737,9 +741,10 @@ class World:
         deleted record is one entry with ``field`` ``"*"`` and the whole record as ``after``
         (created) or ``before`` (deleted, None when it was never read). The world's own
         bookkeeping (``version``, ``updated_at``) is not listed: it moves on every write and
-        says nothing about what the agent did. Faulted calls change nothing (their answer is
-        computed without side effects), so they never appear. A world with ``execute=`` keeps
-        no records: its diff is always empty.
+        says nothing about what the agent did. A call broken by an ordinary fault changes
+        nothing (its answer is computed without side effects), so it never appears; an
+        attacked call (``prompt_injection``, ``wrong_data``) went through and appears like an
+        unfaulted one. A world with ``execute=`` keeps no records: its diff is always empty.
         """
         with self._lock:
             return copy.deepcopy(self._diff)
@@ -849,19 +854,31 @@ class World:
         elif entry["rate"] < 1.0 and stable_uniform("fault", self.seed, tool.name, arguments, attempt) >= entry["rate"]:
             return None
         mode = entry["mode"]
+        record_key = _first(_reference_values(tool, arguments), tool, arguments)
+        # What the rollout had been shown before this call: read first, since an attacked call
+        # commits below and would otherwise count as having been seen already.
+        previous = copy.deepcopy(self._previous.get(record_key))
+        known = copy.deepcopy(self._records.get(record_key))
+        # An ordinary fault is a call that did not go through: computed without side effects,
+        # so a timeout never writes. An attack aims at the agent, not at the service: the call
+        # goes through as it would unfaulted (records change, world_diff lists it), and the
+        # attack then alters only the answer the agent sees. Otherwise an attacked cancel
+        # would report ok while nothing was written, and an injected destructive call (itself
+        # attacked in a replay at rate 1) would never reach the world.
+        commit = mode in ATTACK_MODES
         call = FaultCall(
             tool=tool.name,
             arguments=copy.deepcopy(arguments),
             call_index=index,
             mode=mode,
             seed=self.seed,
-            payload=json_safe(self._answer(tool, arguments, commit=False)),
+            payload=json_safe(self._answer(tool, arguments, commit=commit)),
             timeout_seconds=self.options.timeout_seconds,
             retry_after_seconds=self.options.retry_after_seconds,
             stale_as_of=self.options.stale_as_of,
-            previous=copy.deepcopy(self._previous.get(_first(_reference_values(tool, arguments), tool, arguments))),
+            previous=previous,
             tools=tuple(name for name, spec in self.tools.items() if not spec.is_human),
-            known=copy.deepcopy(self._records.get(_first(_reference_values(tool, arguments), tool, arguments))),
+            known=known,
         )
         try:
             payload = self.options.builder(mode)(call)
@@ -885,8 +902,8 @@ class World:
             entry["attack"] = True
             entry["privileged"] = _Privileged({"attack_goal": json_safe(attack)})
         elif mode in ATTACK_MODES:
-            # the answer held nothing to attack (wrong_data on a refusal): a ledger fault that
-            # changed nothing, not an attack the agent could fall for
+            # the answer held nothing to attack (wrong_data on a refusal): the agent saw the true
+            # answer, so the row was not exposed to an attack it could fall for
             entry["attack"] = False
         self._ledger.append(entry)
         return payload
