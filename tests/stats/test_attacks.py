@@ -97,6 +97,23 @@ def test_knobs_change_the_output():
     assert tk.attack_report(rows).attack_success.method != "clustered t"
 
 
+
+def test_seed_and_n_resamples_move_only_the_bootstrap_intervals():
+    # above 30 tasks with several rows a task the intervals are percentile bootstraps: seed
+    # and n_resamples change their ends (Monte Carlo error), the estimates never move
+    rows = synthetic(np.random.default_rng(5), 60, 0.7, 0.45, 0.3, repeats=7)
+
+    def ends(report):
+        return [(r.low, r.high) for r in (report.utility_clean, report.utility_attacked, report.difference)]
+
+    base = tk.attack_report(rows, seed=0, n_resamples=2000)
+    assert base.utility_clean.method == "percentile bootstrap"
+    for other in (tk.attack_report(rows, seed=1, n_resamples=2000), tk.attack_report(rows, seed=0, n_resamples=4000)):
+        assert other.utility_clean.estimate == base.utility_clean.estimate
+        assert ends(other) != ends(base)
+    assert tk.attack_report(rows, seed=0, n_resamples=2000) == base  # the same seed, the same report
+
+
 def test_refusals_are_loud():
     rng = np.random.default_rng(3)
     rows = synthetic(rng, 10, 0.8, 0.5, 0.3)
