@@ -19,6 +19,10 @@ tools are sent) differed by up to 2.5x between passes and swamped the comparison
 one request at a time (llama-cpp-python holds one model), so concurrency adds queueing, not
 throughput.
 
+Measured (idle 2-core machine, 2026-12-05, 8 rows): rows/s 0.591 / 0.552 / 0.560 at
+concurrency 1 / 2 / 4 against the server's own 0.585 / 0.570 / 0.547 calls/s for the same
+requests (-1%, +3%, -2%); ~21 output tokens/s either way (docs/design/real_servers.md).
+
 Run: ``.venv/bin/python benchmarks/bench_real.py [--rows 8]``.
 """
 
