@@ -795,11 +795,23 @@ def shrink_by_search(rows, levels, fixed, needed, rng, oracle, total_steps: int,
         search = PairSearch(rows, levels, fixed, needed, rng, oracle)
     else:
         search = TupleSearch(rows, levels, fixed, needed, rng, oracle, strength)
-    best, best_fixed = rows.copy(), fixed.copy()
-    spent = 0
-    failures = 0
-    allowance = first_allowance
-    while len(best) > floor and spent < total_steps:
+
+    def repair(budget: int) -> tuple[bool, int]:
+        solved = search.run(budget, deadline)
+        return solved, max(1, search.last_steps)
+
+    return _delete_and_repair(search, repair, total_steps, deadline, floor, first_allowance, max_failures)
+
+
+def _delete_and_repair(search, repair, total: int, deadline: float | None, floor: int, first_allowance: int,
+                       max_failures: int | None):
+    """The loop :func:`shrink_by_search` and :func:`shrink_by_annealing` share: delete the
+    cheapest row (the fewest tuples held by it alone, seeded jitter after a failure so another
+    cheap row is tried), ``repair(budget) -> (solved, spent)``, keep the smaller array on
+    success, restore the best and double the allowance on failure."""
+    best, best_fixed = search.rows.copy(), search.fixed.copy()
+    spent, failures, allowance = 0, 0, first_allowance
+    while len(best) > floor and spent < total:
         if deadline is not None and time.perf_counter() > deadline:
             break
         load = search.unique_load().astype(np.float64)
@@ -809,8 +821,8 @@ def shrink_by_search(rows, levels, fixed, needed, rng, oracle, total_steps: int,
         # After a failure, try another of the cheap rows (seeded), not the same one again.
         jitter = search.rng.random(len(load)) * (1.0 + failures)
         search.delete_row(int(np.argmin(load + jitter)))
-        solved = search.run(int(min(allowance, total_steps - spent)), deadline)
-        spent += max(1, search.last_steps)
+        solved, used = repair(int(min(allowance, total - spent)))
+        spent += used
         if solved:
             best, best_fixed = search.rows.copy(), search.fixed.copy()
             failures = 0
@@ -905,31 +917,14 @@ def shrink_by_annealing(rows, levels, fixed, needed, rng, total_proposals: int, 
     proposals (2.5 s), 303 in 30M, where the repair search stays at 304 after 60 s.
     """
     search = TupleSearch(rows, levels, fixed, needed, rng, None, strength)
-    best, best_fixed = rows.copy(), fixed.copy()
-    spent, failures, allowance = 0, 0, first_allowance
-    while len(best) > floor and spent < total_proposals:
-        if deadline is not None and time.perf_counter() > deadline:
-            break
-        load = search.unique_load().astype(np.float64)
-        load[search.fixed.any(axis=1)] = np.inf
-        if not np.isfinite(load).any():
-            break
-        load += search.rng.random(len(load)) * (1.0 + failures)
-        search.delete_row(int(np.argmin(load)))
-        budget = int(min(allowance, total_proposals - spent))
+
+    def repair(budget: int) -> tuple[bool, int]:
         uncovered, repaired = anneal(search, budget, deadline)
-        spent += budget
         if uncovered == 0:
-            best, best_fixed = repaired, search.fixed.copy()
-            search.set_rows(best, best_fixed)
-            failures = 0
-        else:
-            failures += 1
-            if max_failures is not None and failures >= max_failures:
-                break
-            allowance *= 2
-            search.set_rows(best, best_fixed)
-    return best, best_fixed
+            search.set_rows(repaired, search.fixed.copy())  # the counts follow the annealed rows
+        return uncovered == 0, budget
+
+    return _delete_and_repair(search, repair, total_proposals, deadline, floor, first_allowance, max_failures)
 
 
 def order_rows_by_gain(
