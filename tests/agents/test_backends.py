@@ -420,6 +420,18 @@ def test_response_format_json_object_is_sent_only_when_asked(server):
         tk.model_agent(f"vllm:x@{server.url}", response_format="yaml")
     with pytest.raises(tk.ConfigError, match="Anthropic Messages API has no response_format"):
         tk.model_agent("anthropic:claude", api_key="k", response_format="json_object")
+    # a mapping goes out as given (the server's dialect), copied: changing the caller's dict
+    # afterwards changes nothing sent
+    shape = {"type": "json_object", "schema": dict(tk.grading.JUDGE_VERDICT_SCHEMA)}
+    agent = _agent(server, "echo", response_format=shape)
+    shape["schema"] = {"type": "string"}
+    agent(messages, [])
+    sent = [b for p, b in server.requests if b.get("model") == "echo"][-1]["response_format"]
+    assert sent == {"type": "json_object", "schema": tk.grading.JUDGE_VERDICT_SCHEMA}
+    with pytest.raises(tk.ConfigError, match="needs a 'type' string"):
+        tk.model_agent(f"vllm:x@{server.url}", response_format={"schema": {}})
+    with pytest.raises(tk.ConfigError, match="must be JSON"):
+        tk.model_agent(f"vllm:x@{server.url}", response_format={"type": "json_object", "schema": {1, 2}})
 
 
 def test_logprobs_also_ask_top_logprobs_zero(server):
